@@ -1,0 +1,297 @@
+"""Load and validate ``gateway.yaml`` (or JSON) and any referenced registration document.
+
+Every problem becomes an :class:`Issue` naming the file, the JSON path, the line where known, and
+the reason; all of them are collected before failing, so ``ahp-gateway check`` can print them all.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gateway.config.models import Backend, GatewayBackend, GatewayConfig, HttpTransport, RegistrationDocument
+from gateway.protocol.events import INTERCEPTABLE, expand
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "data" / "gateway.default.yaml"
+PathItem = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    file: str
+    path: str
+    message: str
+    line: int | None = None
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.path}: {self.message}"
+
+
+class ConfigError(Exception):
+    def __init__(self, issues: list[Issue]) -> None:
+        super().__init__("\n".join(str(i) for i in issues))
+        self.issues = issues
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: GatewayConfig
+    hooks: tuple[Backend, ...]
+    path: Path
+    warnings: tuple[Issue, ...]
+    files: tuple[Path, ...]
+    """Every file the configuration was built from (watched for hot reload)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Compiled artefacts attached by later layers (CEL programs, policies)."""
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def is_default(self) -> bool:
+        return self.path == DEFAULT_CONFIG
+
+
+def json_path(items: tuple[PathItem, ...] | list[PathItem]) -> str:
+    out = "$"
+    for item in items:
+        out += f"[{item}]" if isinstance(item, int) else f".{item}"
+    return out
+
+
+class _Source:
+    """A parsed file and its YAML node tree, to turn JSON paths into line numbers."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.text = path.read_text(encoding="utf-8")
+        self.data: Any = yaml.safe_load(self.text)
+        self._node: Any = None
+
+    def line(self, items: tuple[PathItem, ...] | list[PathItem]) -> int | None:
+        try:
+            node = self._node or yaml.compose(self.text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError:  # pragma: no cover - the text parsed once already
+            return None
+        self._node = node
+        found = node
+        for item in items:
+            if isinstance(found, yaml.MappingNode):
+                for key, value in found.value:
+                    if key.value == item:
+                        found = value
+                        break
+                else:
+                    break
+            elif isinstance(found, yaml.SequenceNode) and isinstance(item, int) and item < len(found.value):
+                found = found.value[item]
+            else:
+                break
+        return int(found.start_mark.line) + 1 if found is not None else None
+
+
+def _read(path: Path, issues: list[Issue]) -> _Source | None:
+    try:
+        return _Source(path)
+    except FileNotFoundError:
+        issues.append(Issue(str(path), "$", "file not found"))
+    except (OSError, UnicodeDecodeError) as exc:
+        issues.append(Issue(str(path), "$", f"cannot read: {exc.__class__.__name__}"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "invalid YAML/JSON"
+        issues.append(Issue(str(path), "$", f"parse error: {problem}", mark.line + 1 if mark else None))
+    return None
+
+
+def _real_path(data: Any, loc: tuple[Any, ...]) -> list[PathItem]:
+    """Pydantic locations include union tags; keep only the steps that exist in the data."""
+    out: list[PathItem] = []
+    node = data
+    for item in loc:
+        if isinstance(node, dict) and item in node:
+            out.append(item)
+            node = node[item]
+        elif isinstance(node, list) and isinstance(item, int) and 0 <= item < len(node):
+            out.append(item)
+            node = node[item]
+        elif isinstance(node, dict) and isinstance(item, str) and not item.startswith(("function-", "tagged-")):
+            if item in ("http", "stdio", "local", "bearer", "oauth", "intercept", "observe"):
+                continue  # discriminator tag
+            out.append(item)  # a missing field: name it
+            node = None
+    return out
+
+
+def _validation_issues(exc: ValidationError, source: _Source, prefix: tuple[PathItem, ...] = ()) -> list[Issue]:
+    issues = []
+    for err in exc.errors(include_url=False):
+        path = [*prefix, *_real_path(_at(source.data, prefix), err["loc"])]
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            message = "required field is missing"
+        elif err["type"] == "union_tag_invalid":
+            message = f"unknown value {err.get('input', {}).get(err['ctx']['discriminator'].strip(chr(39)), '?')!r} for {err['ctx']['discriminator']} (expected {err['ctx']['expected_tags']})"
+        elif err["type"] == "union_tag_not_found":
+            message = f"{err['ctx']['discriminator']} is required"
+        issues.append(Issue(str(source.path), json_path(path), message, source.line(path)))
+    return issues
+
+
+def _at(data: Any, prefix: tuple[PathItem, ...]) -> Any:
+    for item in prefix:
+        data = data[item]
+    return data
+
+
+def _unknown_fields(model: BaseModel, items: tuple[PathItem, ...] = ()) -> Iterator[tuple[PathItem, ...]]:
+    for key in model.model_extra or {}:
+        if type(model).__name__ != "ContentSelection":
+            yield (*items, key)
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            yield from _unknown_fields(value, (*items, name))
+        elif isinstance(value, list):
+            for index, child in enumerate(value):
+                if isinstance(child, BaseModel):
+                    yield from _unknown_fields(child, (*items, name, index))
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _semantic(
+    cfg: GatewayConfig, hooks: tuple[Backend, ...], source: _Source, hooks_prefix: tuple[PathItem, ...]
+) -> tuple[list[Issue], list[Issue]]:
+    errors: list[Issue] = []
+    warnings: list[Issue] = []
+    file = str(source.path)
+
+    def issue(items: tuple[PathItem, ...], message: str, severity: Literal["error", "warning"] = "error") -> None:
+        target = errors if severity == "error" else warnings
+        target.append(Issue(file, json_path(items), message, source.line(list(items)), severity))
+
+    seen: dict[str, int] = {}
+    for index, hook in enumerate(hooks):
+        at = (*hooks_prefix, index)
+        if hook.id in seen:
+            issue((*at, "id"), f"duplicate hook id {hook.id!r} (first at hooks[{seen[hook.id]}])")
+        seen.setdefault(hook.id, index)
+        transport = hook.transport
+        if isinstance(transport, HttpTransport):
+            insecure = isinstance(hook, GatewayBackend) and hook.allowInsecure
+            if transport.url.startswith("http://") and not _is_loopback(transport.url) and not insecure:
+                issue(
+                    (*at, "transport", "url"),
+                    "plain http is only allowed to loopback; use https or set allowInsecure: true",
+                )
+        elif transport.type == "stdio":
+            issue((*at, "transport", "type"), "stdio upstreams are not supported by this gateway version")
+        elif transport.type == "local" and not isinstance(hook, GatewayBackend):
+            issue((*at, "transport", "type"), "local transports exist only in gateway.yaml, not in registrations")
+        if hook.authentication is not None and hook.authentication.type == "oauth":
+            if hook.authentication.flow != "client_credentials":
+                issue(
+                    (*at, "authentication", "flow"),
+                    "authorization_code_pkce needs an interactive user; a gateway supports client_credentials",
+                )
+            elif not hook.authentication.clientSecretRef:
+                issue((*at, "authentication"), "client_credentials requires clientSecretRef")
+        for sub_index, sub in enumerate(hook.subscriptions):
+            sat = (*at, "subscriptions", sub_index)
+            if sub.mode == "intercept":
+                for pattern in sub.events:
+                    if "*" in pattern and not expand([pattern], INTERCEPTABLE):
+                        issue((*sat, "events"), f"{pattern!r} selects no interceptable event", "warning")
+                if sub.timeoutMs > cfg.limits.deadlineMs:
+                    issue(
+                        (*sat, "timeoutMs"),
+                        f"timeoutMs {sub.timeoutMs} exceeds limits.deadlineMs {cfg.limits.deadlineMs}; "
+                        "the deadline caps it",
+                        "warning",
+                    )
+            if sub.upload is not None:
+                issue((*sat, "upload"), "uploads are not forwarded; attachment bodies reach this upstream as gaps", "warning")
+            if sub.filters is not None:
+                issue((*sat, "filters"), "filters are optimisation hints and are not applied", "warning")
+    if cfg.limits.deadlineMs >= cfg.frontend_timeout_ms:
+        issue(
+            ("limits", "deadlineMs"),
+            f"deadlineMs {cfg.limits.deadlineMs} >= frontend.timeoutMs {cfg.frontend_timeout_ms}: "
+            "the harness may time out before the gateway answers",
+            "warning",
+        )
+    return errors, warnings
+
+
+def load(path: Path | None = None) -> LoadedConfig:
+    """Load, validate and cross-check; raise :class:`ConfigError` with every problem found."""
+    path = (path or DEFAULT_CONFIG).resolve()
+    issues: list[Issue] = []
+    source = _read(path, issues)
+    if source is None:
+        raise ConfigError(issues)
+    if not isinstance(source.data, dict):
+        raise ConfigError([Issue(str(path), "$", "the configuration must be a mapping", 1)])
+    try:
+        cfg = GatewayConfig.model_validate(source.data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_issues(exc, source)) from None
+    warnings = [
+        Issue(str(path), json_path(items), "unknown field ignored", source.line(list(items)), "warning")
+        for items in _unknown_fields(cfg)
+    ]
+    files = [path]
+    hooks: tuple[Backend, ...]
+    hooks_source, prefix = source, ("hooks",)
+    if cfg.registration is not None:
+        reg_path = (path.parent / cfg.registration).resolve()
+        reg_source = _read(reg_path, issues)
+        if reg_source is None:
+            raise ConfigError(issues)
+        files.append(reg_path)
+        try:
+            doc = RegistrationDocument.model_validate(reg_source.data)
+        except ValidationError as exc:
+            raise ConfigError(_validation_issues(exc, reg_source)) from None
+        if doc.protocolVersion not in cfg.protocolVersions:
+            raise ConfigError(
+                [Issue(str(reg_path), "$.protocolVersion", f"{doc.protocolVersion!r} is not in protocolVersions", reg_source.line(["protocolVersion"]))]
+            )
+        warnings += [
+            Issue(str(reg_path), json_path(items), "unknown field ignored", reg_source.line(list(items)), "warning")
+            for items in _unknown_fields(doc)
+        ]
+        hooks, hooks_source, prefix = tuple(doc.hooks), reg_source, ("hooks",)
+    else:
+        hooks = tuple(cfg.hooks or ())
+    errors, more = _semantic(cfg, hooks, hooks_source, prefix)
+    if errors:
+        raise ConfigError(errors)
+    return LoadedConfig(cfg, hooks, path, tuple(warnings + more), tuple(files))
+
+
+def line_of(file: Path | str, items: tuple[PathItem, ...] | list[PathItem]) -> int | None:
+    """The line of ``items`` in ``file`` (for errors found after validation, e.g. CEL)."""
+    try:
+        return _Source(Path(file)).line(list(items))
+    except (OSError, yaml.YAMLError):
+        return None

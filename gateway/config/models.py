@@ -1,0 +1,296 @@
+"""Configuration models. Field names are the user-facing contract (README, "Configuration").
+
+Unknown fields are accepted and reported as warnings (AHP-CORE-003: receivers ignore unknown
+fields in registration documents); they never enable anything.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.protocol.events import ALL_EVENTS_SET, INTERCEPTABLE_SET, WILDCARD
+from gateway.protocol.schemas import PROTOCOL_VERSIONS
+
+REVERSE_DNS = r"^(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+SECRET_FIELDS = frozenset(
+    ("token", "bearerToken", "value", "secret", "password", "clientSecret", "accessToken", "apiKey")
+)
+SELECTION = Literal["body", "metadata", "omit"]
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+CREDENTIAL_HEADERS = frozenset(("authorization", "proxy-authorization", "cookie", "x-api-key"))
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class Listen(Model):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    path: str = Field("/", pattern=r"^/")
+
+
+class Admin(Model):
+    host: str = "127.0.0.1"
+    port: int = Field(9464, ge=0, le=65535)
+
+
+class Limits(Model):
+    maxBodyBytes: int = Field(1_048_576, ge=1024, description="Largest harness request body; larger gets 413.")
+    deadlineMs: int = Field(2000, ge=1, description="Total budget for one intercept, all upstreams included.")
+    maxResponseBytes: int = Field(4_194_304, ge=1024, description="Largest upstream answer accepted.")
+
+
+class Frontend(Model):
+    """How harnesses should register the gateway (used in hooks/configuration answers)."""
+
+    timeoutMs: int | None = Field(None, ge=1)
+    failurePolicy: Literal["fail-open", "fail-closed"] = "fail-closed"
+
+
+class ObserveOptions(Model):
+    queueSize: int = Field(10_000, ge=1)
+    workers: int = Field(8, ge=1, le=256)
+    timeoutMs: int = Field(2000, ge=1)
+    dedupEntries: int = Field(100_000, ge=1)
+    dedupTtlSeconds: float = Field(600, gt=0)
+
+
+class ContentSelection(Model):
+    default: SELECTION
+
+    @model_validator(mode="after")
+    def _categories(self) -> ContentSelection:
+        for key, value in (self.model_extra or {}).items():
+            if value not in ("body", "metadata", "omit"):
+                raise ValueError(f"content.{key} must be body, metadata or omit")
+        return self
+
+    def as_dict(self) -> dict[str, str]:
+        return {"default": self.default, **(self.model_extra or {})}
+
+
+def _check_events(events: list[str], allowed: frozenset[str], mode: str) -> list[str]:
+    if len(set(events)) != len(events):
+        raise ValueError("events must be unique")
+    for name in events:
+        if WILDCARD.match(name):
+            continue
+        if name not in ALL_EVENTS_SET:
+            raise ValueError(f"unknown event {name!r} (exact names, '*' or 'family.*' only)")
+        if name not in allowed:
+            raise ValueError(f"{name!r} cannot be intercepted; use an observe subscription")
+    return events
+
+
+class Subscription(Model):
+    events: list[str] = Field(min_length=1)
+    content: ContentSelection
+    includeNative: bool = False
+    upload: dict[str, Any] | None = None
+    filters: dict[str, Any] | None = None
+    scope: Literal["managed", "project", "user"] | None = None
+    disableable: bool | None = None
+    when: str | None = Field(None, description="CEL condition (gateway extension).")
+    onError: Literal["match", "skip"] = "match"
+
+    @model_validator(mode="after")
+    def _managed(self) -> Subscription:
+        if self.scope == "managed" and self.disableable is not False:
+            raise ValueError("scope: managed requires disableable: false")
+        return self
+
+
+class InterceptSubscription(Subscription):
+    mode: Literal["intercept"]
+    timeoutMs: int = Field(ge=1)
+    failurePolicy: Literal["fail-open", "fail-closed"]
+
+    @field_validator("events")
+    @classmethod
+    def _events(cls, v: list[str]) -> list[str]:
+        return _check_events(v, INTERCEPTABLE_SET, "intercept")
+
+
+class ObserveSubscription(Subscription):
+    mode: Literal["observe"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_policy(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("timeoutMs", "failurePolicy"):
+                if key in data:
+                    raise ValueError(f"observe subscriptions must not set {key} (AHP-FAIL-001)")
+        return data
+
+    @field_validator("events")
+    @classmethod
+    def _events(cls, v: list[str]) -> list[str]:
+        return _check_events(v, ALL_EVENTS_SET, "observe")
+
+
+AnySubscription = Annotated[InterceptSubscription | ObserveSubscription, Field(discriminator="mode")]
+
+
+class HttpTransport(Model):
+    type: Literal["http"]
+    url: str = Field(pattern=r"^https?://[^\s/?#]+")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not HEADER_NAME.match(name):
+                raise ValueError(f"invalid header name {name!r}")
+            if name.lower() in CREDENTIAL_HEADERS:
+                raise ValueError(
+                    f"header {name!r} would carry a literal credential (AHP-SEC-001); use authentication"
+                )
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"header {name!r} contains CR/LF")
+        return v
+
+
+class StdioTransport(Model):
+    type: Literal["stdio"]
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    lifecycle: Literal["persistent", "per_event"]
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class LocalTransport(Model):
+    type: Literal["local"]
+    policies: list[str] = Field(min_length=1, description="Policy files, relative to the config file.")
+
+
+AnyTransport = Annotated[HttpTransport | StdioTransport | LocalTransport, Field(discriminator="type")]
+
+
+class BearerAuth(Model):
+    type: Literal["bearer"]
+    tokenEnv: str | None = Field(None, pattern=ENV_NAME)
+    tokenRef: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BearerAuth:
+        if (self.tokenEnv is None) == (self.tokenRef is None):
+            raise ValueError("bearer needs exactly one of tokenEnv or tokenRef")
+        if self.tokenRef is not None and not re.match(r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)$", self.tokenRef):
+            raise ValueError("tokenRef must be env:NAME or file:/path")
+        return self
+
+
+class OAuthAuth(Model):
+    type: Literal["oauth"]
+    resource: str = Field(min_length=1)
+    issuer: str = Field(pattern=r"^https://")
+    clientId: str = Field(min_length=1)
+    clientSecretRef: str | None = Field(None, min_length=1)
+    flow: Literal["authorization_code_pkce", "client_credentials"]
+    scopes: list[str] = Field(default_factory=list)
+
+
+AnyAuth = Annotated[BearerAuth | OAuthAuth, Field(discriminator="type")]
+
+
+def _guard_auth(data: Any) -> Any:
+    if isinstance(data, dict):
+        literal = sorted(SECRET_FIELDS.intersection(data))
+        if literal:
+            raise ValueError(
+                f"literal secret field {literal[0]!r} is not allowed (AHP-SEC-001); "
+                "reference the secret with tokenEnv / tokenRef / clientSecretRef"
+            )
+        kind = data.get("type")
+        if kind not in ("bearer", "oauth"):
+            raise ValueError(
+                f"authentication type {kind!r} is not a portable binding (AHP-AUTH-001): "
+                "only bearer and oauth"
+            )
+    return data
+
+
+class Backend(Model):
+    """One ``hooks[]`` entry of an AHP registration document."""
+
+    id: str = Field(pattern=REVERSE_DNS)
+    transport: AnyTransport
+    authentication: AnyAuth | None = None
+    subscriptions: list[AnySubscription] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _portable(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if "contentReceiver" in data:
+                raise ValueError("contentReceiver is not supported (no compatibility alias exists)")
+            if "subscriptions" not in data:
+                raise ValueError(
+                    "subscriptions are required: the gateway does not discover an upstream's "
+                    "subscriptions at run time (hooks/configuration)"
+                )
+            if data.get("authentication") is not None:
+                _guard_auth(data["authentication"])
+                transport = data.get("transport")
+                if isinstance(transport, dict) and transport.get("type") != "http":
+                    raise ValueError("authentication applies to http transports only")
+        return data
+
+
+class GatewayBackend(Backend):
+    """A ``hooks[]`` entry of ``gateway.yaml``: the portable fields plus gateway extensions."""
+
+    when: str | None = Field(None, description="CEL condition for every subscription of this entry.")
+    onError: Literal["match", "skip"] = "match"
+    mode: Literal["enforce", "shadow"] = "enforce"
+    allowInsecure: bool = Field(False, description="Permit plain http to a non-loopback host.")
+    caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this upstream.")
+
+
+class RegistrationDocument(Model):
+    protocolVersion: str
+    hooks: list[Backend] = Field(min_length=1)
+
+
+class GatewayConfig(Model):
+    id: str = Field(pattern=REVERSE_DNS)
+    protocolVersions: list[str] = Field(default_factory=lambda: ["draft"], min_length=1)
+    listen: Listen = Field(default_factory=Listen)  # type: ignore[arg-type]
+    admin: Admin = Field(default_factory=Admin)  # type: ignore[arg-type]
+    limits: Limits = Field(default_factory=Limits)  # type: ignore[arg-type]
+    fanout: Literal["serial", "parallel"] = "serial"
+    frontend: Frontend = Field(default_factory=Frontend)  # type: ignore[arg-type]
+    observe: ObserveOptions = Field(default_factory=ObserveOptions)  # type: ignore[arg-type]
+    hooks: list[GatewayBackend] | None = None
+    registration: str | None = None
+    headers: list[str] = Field(default_factory=list, description="Request headers exposed to CEL.")
+
+    @field_validator("protocolVersions")
+    @classmethod
+    def _versions(cls, v: list[str]) -> list[str]:
+        for version in v:
+            if version not in PROTOCOL_VERSIONS:
+                raise ValueError(
+                    f"protocol version {version!r} is not implemented (supported: {list(PROTOCOL_VERSIONS)})"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GatewayConfig:
+        if (self.hooks is None) == (self.registration is None):
+            raise ValueError("set exactly one of hooks or registration")
+        if self.hooks is not None and not self.hooks:
+            raise ValueError("hooks must not be empty (AHP-REG-001)")
+        return self
+
+    @property
+    def frontend_timeout_ms(self) -> int:
+        return self.frontend.timeoutMs or self.limits.deadlineMs + 500

@@ -1,0 +1,289 @@
+"""Policy files: ordered CEL rules, each with one effect (deny / ask / message / inject) and an
+optional fallback for harnesses that did not advertise that effect, plus built-in tests.
+
+File format (README, "Policy files")::
+
+    namespace: org.example.git          # reverse-DNS; default deny codes are <namespace>.<rule id>
+    rules:
+      - id: force-push
+        description: ...
+        events: [tool.before]
+        when: 'event.tool.input.command.matches("...")'
+        deny: {reason: "...", code: org.example.git.force_push}
+        fallback: {message: {text: "..."}}
+    tests:
+      - name: ...
+        event: {type: tool.before, tool: {name: shell, input: {command: "..."}}}
+        capabilities: {effects: [deny, message]}
+        expect: [{type: deny}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.config.load import Issue, _Source, _validation_issues, json_path
+from gateway.config.models import REVERSE_DNS, _check_events
+from gateway.protocol.events import ALL_EVENTS_SET, matches
+from gateway.routing.cel import Activation, CelCompileError, Engine, EvalError, Program
+
+
+class PolicyError(Exception):
+    def __init__(self, issues: list[Issue]) -> None:
+        super().__init__("\n".join(str(i) for i in issues))
+        self.issues = issues
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DenySpec(_Strict):
+    reason: str = Field(min_length=1)
+    code: str | None = Field(None, pattern=REVERSE_DNS)
+
+
+class MessageSpec(_Strict):
+    text: str = Field(min_length=1)
+
+
+class InjectSpec(_Strict):
+    text: str = Field(min_length=1)
+    deliverAt: Literal["now", "next_turn"] = "next_turn"
+    role: Literal["system", "developer", "user"] = "system"
+
+
+class EffectSpec(_Strict):
+    deny: DenySpec | None = None
+    ask: dict[str, Any] | None = None
+    message: MessageSpec | None = None
+    inject: InjectSpec | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> EffectSpec:
+        chosen = [k for k in ("deny", "ask", "message", "inject") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError("exactly one of deny, ask, message or inject is required")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("deny", "ask", "message", "inject") if getattr(self, k) is not None)
+
+
+class RuleSpec(EffectSpec):
+    id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
+    description: str = ""
+    events: list[str] = Field(min_length=1)
+    when: str = Field(min_length=1)
+    fallback: EffectSpec | None = None
+
+    @model_validator(mode="after")
+    def _events(self) -> RuleSpec:
+        _check_events(self.events, ALL_EVENTS_SET, "rule")
+        return self
+
+
+class CaseSpec(_Strict):
+    name: str = Field(min_length=1)
+    event: dict[str, Any]
+    capabilities: dict[str, Any] | None = None
+    principal: dict[str, Any] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    expect: list[dict[str, Any]]
+
+
+class PolicyFileSpec(_Strict):
+    namespace: str = Field("local.policy", pattern=REVERSE_DNS)
+    description: str = ""
+    rules: list[RuleSpec] = Field(default_factory=list)
+    tests: list[CaseSpec] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    file: str
+    namespace: str
+    events: tuple[str, ...]
+    program: Program
+    effect: EffectSpec
+    fallback: EffectSpec | None
+
+    def applies_to(self, event_type: str) -> bool:
+        return any(matches(p, event_type) for p in self.events)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    rule: str
+    file: str
+    result: bool | str
+    """True / False, or the evaluation error message."""
+    emitted: str | None
+    """The effect type emitted, ``suppressed`` when neither effect nor fallback was advertised."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    effects: list[dict[str, Any]]
+    trace: list[TraceEntry]
+    error: TraceEntry | None = None
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    path: Path
+    spec: PolicyFileSpec
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
+class Library:
+    files: tuple[PolicyFile, ...]
+    rules: tuple[Rule, ...]
+    by_event: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
+
+    def rules_for(self, event_type: str) -> tuple[Rule, ...]:
+        found = self.by_event.get(event_type)
+        if found is None:
+            found = tuple(r for r in self.rules if r.applies_to(event_type))
+        return found
+
+    def evaluate(self, event_type: str, activation: Activation, caps: Mapping[str, Any], *, trace: bool = False) -> Evaluation:
+        """Rules in file order; the first deny ends evaluation. An evaluation error is an
+        operational failure of this backend (its failure policy applies)."""
+        advertised = caps.get("effects", ())
+        effects: list[dict[str, Any]] = []
+        entries: list[TraceEntry] = []
+        asked = False
+        for rule in self.rules_for(event_type):
+            result = rule.program.eval(activation)
+            if isinstance(result, EvalError):
+                entry = TraceEntry(rule.id, rule.file, result.message, None)
+                return Evaluation(effects, [*entries, entry], entry)
+            if not result:
+                if trace:
+                    entries.append(TraceEntry(rule.id, rule.file, False, None))
+                continue
+            chosen = _usable(rule.effect, caps, advertised) or (
+                _usable(rule.fallback, caps, advertised) if rule.fallback else None
+            )
+            if trace:
+                entries.append(TraceEntry(rule.id, rule.file, True, chosen.kind if chosen else "suppressed"))
+            if chosen is None:
+                continue
+            kind = chosen.kind
+            if kind == "ask":
+                if not asked:
+                    effects.append({"type": "ask"})
+                    asked = True
+            else:
+                effects.append(_effect(chosen, rule))
+            if kind == "deny":
+                break
+        return Evaluation(effects, entries)
+
+
+def _usable(spec: EffectSpec | None, caps: Mapping[str, Any], advertised: Sequence[str]) -> EffectSpec | None:
+    if spec is None or spec.kind not in advertised:
+        return None
+    if spec.kind == "inject":
+        assert spec.inject is not None
+        context = caps.get("inject", {}).get("context", {})
+        if spec.inject.deliverAt not in context.get("deliverAt", ()):
+            return None
+    return spec
+
+
+def _effect(spec: EffectSpec, rule: Rule) -> dict[str, Any]:
+    if spec.deny is not None:
+        return {
+            "type": "deny",
+            "reason": spec.deny.reason,
+            "code": spec.deny.code or f"{rule.namespace}.{rule.id}",
+            "extensions": {rule.namespace: {"rule": rule.id}},
+        }
+    if spec.message is not None:
+        return {"type": "message", "text": spec.message.text}
+    assert spec.inject is not None
+    ident = f"{rule.namespace}.{rule.id}"
+    return {
+        "type": "inject",
+        "target": "context",
+        "operation": "append",
+        "deliverAt": spec.inject.deliverAt,
+        "value": [
+            {
+                "id": ident,
+                "role": spec.inject.role,
+                "parts": [
+                    {"id": ident + ".text", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": spec.inject.text}
+                ],
+            }
+        ],
+    }
+
+
+def policy_files(paths: Sequence[Path]) -> list[Path]:
+    """Expand directories to their *.yaml / *.yml files (sorted), keep files as given."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        else:
+            out.append(path)
+    return out
+
+
+def load_policies(paths: Sequence[Path], engine: Engine) -> Library:
+    issues: list[Issue] = []
+    files: list[PolicyFile] = []
+    for path in policy_files(paths):
+        loaded = _load_file(path, engine, issues)
+        if loaded is not None:
+            files.append(loaded)
+    if issues:
+        raise PolicyError(issues)
+    rules = tuple(r for f in files for r in f.rules)
+    from gateway.protocol.events import ALL_EVENTS
+
+    by_event = {e: tuple(r for r in rules if r.applies_to(e)) for e in ALL_EVENTS}
+    return Library(tuple(files), rules, by_event)
+
+
+def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:
+    try:
+        source = _Source(path)
+    except FileNotFoundError:
+        issues.append(Issue(str(path), "$", "policy file not found"))
+        return None
+    except (OSError, yaml.YAMLError) as exc:
+        issues.append(Issue(str(path), "$", f"cannot read policy file: {exc.__class__.__name__}"))
+        return None
+    try:
+        spec = PolicyFileSpec.model_validate(source.data if source.data is not None else {})
+    except ValidationError as exc:
+        issues.extend(_validation_issues(exc, source))
+        return None
+    rules = []
+    seen: set[str] = set()
+    for index, rule in enumerate(spec.rules):
+        items: tuple[str | int, ...] = ("rules", index, "when")
+        if rule.id in seen:
+            issues.append(Issue(str(path), json_path(("rules", index, "id")), f"duplicate rule id {rule.id!r}", source.line(["rules", index, "id"])))
+        seen.add(rule.id)
+        try:
+            program = engine.compile(rule.when, f"{path.name}:{rule.id}")
+        except CelCompileError as exc:
+            where = f"{exc.line}:{exc.column}: " if exc.line else ""
+            issues.append(Issue(str(path), json_path(items), f"CEL {where}{exc.message}", source.line(list(items))))
+            continue
+        rules.append(Rule(rule.id, path.name, spec.namespace, tuple(rule.events), program, rule, rule.fallback))
+    return PolicyFile(path, spec, tuple(rules))

@@ -1,0 +1,130 @@
+"""CEL behind one small typed interface, so the engine (cel-expr-python, pinned) can be swapped.
+
+Expressions are compiled and type-checked once, at configuration load, against the declared
+variables. Evaluation never raises: an error comes back as :class:`EvalError`.
+
+NUL safety: cel-expr-python 0.1.3 truncates strings and map keys at U+0000, so text after a NUL
+would be invisible to a rule. Activations therefore carry a copy in which every NUL is replaced by
+U+FFFD; what upstreams receive is never changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+
+_T = cel.Type
+VARIABLES: dict[str, Any] = {
+    "event": _T.Map(_T.STRING, _T.DYN),
+    "method": _T.STRING,
+    "protocolVersion": _T.STRING,
+    "capabilities": _T.Map(_T.STRING, _T.DYN),
+    "principal": _T.Map(_T.STRING, _T.DYN),
+    "headers": _T.Map(_T.STRING, _T.STRING),
+}
+"""The declared variables (README, "CEL variables")."""
+
+_POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
+_NUL_ESCAPE = b"\\u0000"
+
+
+class CelCompileError(ValueError):
+    def __init__(self, message: str, line: int | None, column: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+@dataclass(frozen=True, slots=True)
+class EvalError:
+    message: str
+
+
+class Program:
+    """A compiled, type-checked boolean expression."""
+
+    __slots__ = ("_expr", "id", "source")
+
+    def __init__(self, expr: Any, source: str, id: str) -> None:
+        self._expr = expr
+        self.source = source
+        self.id = id
+
+    def eval(self, activation: Activation) -> bool | EvalError:
+        try:
+            value = self._expr.eval(activation.native)
+        except RuntimeError as exc:  # a few engine errors raise instead of returning an error value
+            return EvalError(str(exc).splitlines()[0])
+        if value.type() == _T.BOOL:
+            return bool(value.value())
+        if value.type() == _T.ERROR:
+            return EvalError(str(value.value()).splitlines()[0])
+        return EvalError(f"expression produced {value.type().name()}, not bool")
+
+
+class Activation:
+    """Variables for one evaluation context, converted lazily and cached by the engine."""
+
+    __slots__ = ("native", "values")
+
+    def __init__(self, native: Any, values: Mapping[str, Any]) -> None:
+        self.native = native
+        self.values = values
+
+
+class Engine:
+    def __init__(self) -> None:
+        self._env = cel.NewEnv(
+            variables=VARIABLES,
+            extensions=[
+                ext_strings.ExtStrings(),
+                ext_optional.ExtOptional(),
+                ext_bindings.ExtBindings(),
+                ext_math.ExtMath(),
+                ext_encoders.ExtEncoders(),
+            ],
+        )
+
+    def compile(self, source: str, id: str) -> Program:
+        """Compile and type-check a condition; it must evaluate to bool (or dyn)."""
+        try:
+            expr = self._env.compile(source)
+        except RuntimeError as exc:
+            raise _compile_error(str(exc)) from None
+        rtype = expr.return_type()
+        if rtype != _T.BOOL and rtype != _T.DYN:
+            raise CelCompileError(f"expression has type {rtype.name()}, expected bool", 1, 1)
+        return Program(expr, source, id)
+
+    def activation(self, values: Mapping[str, Any], *, maybe_nul: bool = True) -> Activation:
+        """``maybe_nul=False`` promises that no string in ``values`` contains U+0000 (the caller
+        checked the raw JSON); otherwise values are scanned and sanitised."""
+        if maybe_nul and _NUL_ESCAPE in orjson.dumps(values):
+            values = sanitize(values)
+        return Activation(self._env.Activation(values), values)
+
+
+def _compile_error(text: str) -> CelCompileError:
+    match = _POSITION.search(text)
+    if match:
+        return CelCompileError(match.group(3).strip(), int(match.group(1)), int(match.group(2)))
+    first = text.splitlines()[0] if text else "invalid expression"
+    return CelCompileError(first.removeprefix("INVALID_ARGUMENT: "), None, None)
+
+
+def sanitize(value: Any) -> Any:
+    """A copy of ``value`` with U+0000 replaced by U+FFFD in every string and map key."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k.replace("\x00", "\ufffd"): sanitize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sanitize(v) for v in value]
+    return value

@@ -1,0 +1,52 @@
+"""The admin listener: ``/healthz`` (alive), ``/readyz`` (config loaded, listeners up, not
+draining) and ``/metrics`` (Prometheus text format, when observability is wired in)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Readiness:
+    config_loaded: bool = False
+    listening: bool = False
+    draining: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.config_loaded and self.listening and not self.draining
+
+
+def build_admin(
+    readiness: Readiness, metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None
+) -> web.Application:
+    app = web.Application()
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        body = {
+            "ready": readiness.ready,
+            "configLoaded": readiness.config_loaded,
+            "listening": readiness.listening,
+            "draining": readiness.draining,
+            **readiness.details,
+        }
+        return web.json_response(body, status=200 if readiness.ready else 503)
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    if metrics is not None:
+
+        async def metrics_handler(_: web.Request) -> web.Response:
+            payload, content_type = await metrics()
+            return web.Response(body=payload, headers={"Content-Type": content_type})
+
+        app.router.add_get("/metrics", metrics_handler)
+    return app

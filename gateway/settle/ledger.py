@@ -1,0 +1,66 @@
+"""What happened during one settlement, step by step: the single record that feeds the
+response attribution, the decision log, the metrics and ``explain``, so they cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class StepOutcome(StrEnum):
+    NO_EFFECT = "no_effect"
+    EFFECTS = "effects"
+    DENY = "deny"
+    STOP = "stop"
+    FAILED_OPEN = "failed_open"
+    FAILED_CLOSED = "failed_closed"
+    NOT_CALLED = "not_called"
+    CANCELLED = "cancelled"
+
+
+@dataclass(slots=True)
+class StepRecord:
+    key: str
+    hook_id: str
+    kind: str
+    """Transport kind: http / local."""
+    outcome: StepOutcome
+    latency: float = 0.0
+    failure: str | None = None
+    """FailureClass value when the call failed."""
+    detail: str = ""
+    effects: tuple[str, ...] = ()
+    shadow: bool = False
+
+
+class Outcome(StrEnum):
+    """Harness-visible result of one intercept (metric label vocabulary)."""
+
+    NO_EFFECT = "no_effect"
+    DENY = "deny"
+    ASK = "ask"
+    ALLOW = "allow"
+    MODIFIED = "modified"
+    RETURN = "return"
+    STOP = "stop"
+    MESSAGE = "message"
+    ERROR = "error"
+
+
+@dataclass(slots=True)
+class Decision:
+    event_id: str
+    event_type: str
+    source: str
+    tool: str | None
+    outcome: Outcome = Outcome.NO_EFFECT
+    decided_by: str | None = None
+    kind: str | None = None
+    """explicit / synthetic for denials."""
+    code: str | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    total: float = 0.0
+    upstream_wait: float = 0.0
+    parallel: bool = False
+    rpc_error: int | None = None
+    effects: list[str] = field(default_factory=list)

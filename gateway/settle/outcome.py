@@ -1,0 +1,47 @@
+"""Values an upstream call produces: a raw Reply, or a classified operational Failure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class FailureClass(StrEnum):
+    """Operational failures (base/failure.md §9.1); also the metric label vocabulary."""
+
+    TIMEOUT = "timeout"
+    CONNECT = "connect"
+    HTTP_STATUS = "http_status"
+    INVALID_RESPONSE = "invalid_response"
+    RPC_ERROR = "rpc_error"
+    AUTH = "auth"
+    TOO_LARGE = "too_large"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A transport-level success: HTTP 200 bytes, or an already-decoded message (local backend)."""
+
+    body: bytes = b""
+    message: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """An operational failure; ``detail`` is for logs only and never carries secrets or bodies."""
+
+    kind: FailureClass
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A whole upstream answer that passed atomic validation against the capabilities sent.
+
+    ``event`` is the staged event after this answer's modifications, or None when unchanged.
+    """
+
+    effects: list[dict[str, Any]]
+    event: dict[str, Any] | None

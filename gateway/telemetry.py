@@ -1,0 +1,61 @@
+"""The sink the engine reports finished facts to (metrics, decision log, tracing).
+
+The engine only ever hands over finished records; what is done with them lives in
+``gateway.observability``. :class:`NullTelemetry` keeps the engine usable without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from gateway.settle.ledger import Decision, StepRecord
+
+
+class Telemetry(Protocol):
+    def settled(self, decision: Decision) -> None: ...
+    def rejected(self, method: str, reason: str) -> None: ...
+    def discovery(self, method: str) -> None: ...
+    def routed(self, hook_id: str) -> None: ...
+    def cel_error(self, expression_id: str) -> None: ...
+    def parallel_fallback(self) -> None: ...
+    def shadow(self, hook_id: str, verdict: str, record: StepRecord) -> None: ...
+    def observe_received(self, status: str) -> None: ...
+    def observe_dropped(self, reason: str) -> None: ...
+    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None: ...
+    def outbound_headers(self, inbound: Mapping[str, str]) -> Mapping[str, str] | None: ...
+
+
+class NullTelemetry:
+    def settled(self, decision: Decision) -> None:
+        return None
+
+    def rejected(self, method: str, reason: str) -> None:
+        return None
+
+    def discovery(self, method: str) -> None:
+        return None
+
+    def routed(self, hook_id: str) -> None:
+        return None
+
+    def cel_error(self, expression_id: str) -> None:
+        return None
+
+    def parallel_fallback(self) -> None:
+        return None
+
+    def shadow(self, hook_id: str, verdict: str, record: StepRecord) -> None:
+        return None
+
+    def observe_received(self, status: str) -> None:
+        return None
+
+    def observe_dropped(self, reason: str) -> None:
+        return None
+
+    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None:
+        return None
+
+    def outbound_headers(self, inbound: Mapping[str, str]) -> Mapping[str, str] | None:
+        return None

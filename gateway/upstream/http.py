@@ -1,0 +1,150 @@
+"""AHP over HTTP toward one upstream (AHP-HTTP-001): POST one JSON object, no redirects, bounded
+answers, one pooled keep-alive ``aiohttp.ClientSession`` shared by every upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+
+from gateway.credentials.bearer import CredentialUnavailable
+from gateway.settle.outcome import Failure, FailureClass, Reply
+
+_JSON = "application/json"
+
+
+class Authorizer(Protocol):
+    async def authorization(self) -> str: ...
+
+
+class ClientPool:
+    """The process-wide client session, created inside the running loop and closed once."""
+
+    def __init__(self, *, limit_per_host: int = 256, keepalive: float = 30.0) -> None:
+        self._limit = limit_per_host
+        self._keepalive = keepalive
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=0,
+                limit_per_host=self._limit,
+                keepalive_timeout=self._keepalive,
+                ttl_dns_cache=60,
+                enable_cleanup_closed=True,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,
+                skip_auto_headers=("User-Agent", "Accept-Encoding"),
+                json_serialize=lambda v: orjson.dumps(v).decode(),
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+
+class HttpUpstream:
+    kind = "http"
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        pool: ClientPool,
+        static_headers: Mapping[str, str],
+        authorizer: Authorizer | None,
+        max_response_bytes: int,
+        ca_file: str | None = None,
+    ) -> None:
+        self.url = url
+        self._pool = pool
+        self._headers = {**static_headers, "Content-Type": _JSON, "Accept": _JSON}
+        self._authorizer = authorizer
+        self._max = max_response_bytes
+        self._ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+
+    async def _headers_for(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        headers = dict(self._headers)
+        if extra:
+            headers.update(extra)
+        if self._authorizer is not None:
+            headers["Authorization"] = await self._authorizer.authorization()
+        return headers
+
+    async def intercept(
+        self, request: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
+    ) -> Reply | Failure:
+        try:
+            async with asyncio.timeout(timeout):
+                sent = await self._headers_for(headers)
+                async with self._pool.session.post(
+                    self.url, data=orjson.dumps(request), headers=sent, allow_redirects=False, ssl=self._ssl
+                ) as response:
+                    if response.status != 200:
+                        return self._status_failure(response.status)
+                    length = response.content_length
+                    if length is not None and length > self._max:
+                        return Failure(FailureClass.TOO_LARGE, f"answer of {length} bytes")
+                    body = await _read_bounded(response, self._max)
+                    if body is None:
+                        return Failure(FailureClass.TOO_LARGE, f"answer over {self._max} bytes")
+                    return Reply(body)
+        except CredentialUnavailable as exc:
+            return Failure(FailureClass.AUTH, str(exc))
+        except TimeoutError:
+            return Failure(FailureClass.TIMEOUT, f"no answer within {timeout * 1000:.0f} ms")
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            return Failure(FailureClass.CONNECT, exc.__class__.__name__)
+        except aiohttp.ClientError as exc:
+            return Failure(FailureClass.INVALID_RESPONSE, exc.__class__.__name__)
+
+    async def observe(
+        self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
+    ) -> Failure | None:
+        try:
+            async with asyncio.timeout(timeout):
+                sent = await self._headers_for(headers)
+                async with self._pool.session.post(
+                    self.url, data=orjson.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
+                ) as response:
+                    await response.read()
+                    if not 200 <= response.status < 300:
+                        return self._status_failure(response.status)
+                    return None
+        except CredentialUnavailable as exc:
+            return Failure(FailureClass.AUTH, str(exc))
+        except TimeoutError:
+            return Failure(FailureClass.TIMEOUT, "observe delivery timed out")
+        except (aiohttp.ClientError, OSError) as exc:
+            return Failure(FailureClass.CONNECT, exc.__class__.__name__)
+
+    def _status_failure(self, status: int) -> Failure:
+        if status in (401, 403):
+            invalidate = getattr(self._authorizer, "invalidate", None)
+            if status == 401 and invalidate is not None:
+                invalidate()  # a rejected cached token must not be reused
+            return Failure(FailureClass.AUTH, f"HTTP {status}")
+        return Failure(FailureClass.HTTP_STATUS, f"HTTP {status}")
+
+    async def aclose(self) -> None:
+        """The session belongs to the pool, not to this upstream."""
+
+
+async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(65536):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
