@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gateway import __version__
 from gateway.config.load import ConfigError, Issue, LoadedConfig, load
@@ -118,6 +120,80 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_policy_test(args: argparse.Namespace) -> int:
+    from gateway.policy.cases import run
+    from gateway.policy.library import PolicyError
+
+    paths = [Path(p) for p in (args.paths or ["policies"])]
+    try:
+        results = run(paths)
+    except PolicyError as exc:
+        _print_issues(exc.issues)
+        return 1
+    current: Path | None = None
+    for result in results:
+        if result.file != current:
+            current = result.file
+            print(str(result.file))
+        if result.passed:
+            if args.verbose:
+                print(f"  ok    {result.name}")
+            continue
+        print(f"  FAIL  {result.name}")
+        if result.error:
+            print(f"        error:    {result.error}")
+        print(f"        expected: {json.dumps(result.expected, ensure_ascii=False)}")
+        print(f"        actual:   {json.dumps(result.actual, ensure_ascii=False)}")
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from gateway.explain import explain, explain_call, request_from
+    from gateway.runtime import RuntimeConfig
+
+    loaded = _load_or_exit(args.config)
+    snap = _compile_or_exit(loaded)
+    assert isinstance(snap, RuntimeConfig)
+    try:
+        document = json.loads(Path(args.event).read_text(encoding="utf-8"))
+        caps = json.loads(Path(args.capabilities).read_text(encoding="utf-8")) if args.capabilities else None
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"error: cannot read input: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(document, dict):
+        print("error: the event file must hold a JSON object", file=sys.stderr)
+        return 1
+    request = request_from(document, caps, snap)
+    for line in explain(snap, request):
+        print(line)
+    if args.call:
+
+        async def call() -> list[str]:
+            try:
+                return await explain_call(snap, request)
+            finally:
+                for upstream in snap.upstreams:
+                    await upstream.aclose()
+                await _pool_of(snap).aclose()
+
+        for line in asyncio.run(call()):
+            print(line)
+    return 0
+
+
+def _pool_of(snap: object) -> Any:
+    from gateway.upstream.http import HttpUpstream
+
+    for upstream in getattr(snap, "upstreams", ()):
+        if isinstance(upstream, HttpUpstream):
+            return upstream._pool
+    from gateway.upstream.http import ClientPool
+
+    return ClientPool()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
     parser.add_argument("--version", action="version", version=f"ahp-gateway {__version__}")
@@ -133,6 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a configuration and print the chain per event")
     check.add_argument("--config", required=True)
     check.set_defaults(func=cmd_check)
+
+    explain = sub.add_parser("explain", help="show routing, rule results and effects for one event")
+    explain.add_argument("--config", required=True)
+    explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
+    explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
+    explain.add_argument("--call", action="store_true", help="also call the real upstreams")
+    explain.set_defaults(func=cmd_explain)
+
+    policy = sub.add_parser("policy", help="policy-as-code tools")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True)
+    ptest = policy_sub.add_parser("test", help="run the tests: of policy files")
+    ptest.add_argument("paths", nargs="*", help="policy files or directories (default: policies/)")
+    ptest.add_argument("-v", "--verbose", action="store_true", help="also list passing tests")
+    ptest.set_defaults(func=cmd_policy_test)
     return parser
 
 

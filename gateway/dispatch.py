@@ -363,6 +363,7 @@ class Engine:
             return None
         assert isinstance(outcome, Accepted)
         record.effects = tuple(e["type"] for e in outcome.effects)
+        record.answer = outcome.effects
         had_deny = chain.deny is not None
         chain.fold(outcome, route.hook_id)
         if chain.deny is not None and not had_deny:

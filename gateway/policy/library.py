@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from gateway.config.load import Issue, _Source, _validation_issues, json_path
 from gateway.config.models import REVERSE_DNS, _check_events
-from gateway.protocol.events import ALL_EVENTS_SET, matches
+from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
 from gateway.routing.cel import Activation, CelCompileError, Engine, EvalError, Program
 
 
@@ -251,11 +251,12 @@ def load_policies(paths: Sequence[Path], engine: Engine) -> Library:
             files.append(loaded)
     if issues:
         raise PolicyError(issues)
-    rules = tuple(r for f in files for r in f.rules)
-    from gateway.protocol.events import ALL_EVENTS
+    return library_of(files)
 
-    by_event = {e: tuple(r for r in rules if r.applies_to(e)) for e in ALL_EVENTS}
-    return Library(tuple(files), rules, by_event)
+
+def library_of(files: Sequence[PolicyFile]) -> Library:
+    rules = tuple(r for f in files for r in f.rules)
+    return Library(tuple(files), rules, {e: tuple(r for r in rules if r.applies_to(e)) for e in ALL_EVENTS})
 
 
 def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class StepOutcome(StrEnum):
@@ -30,6 +31,8 @@ class StepRecord:
     """FailureClass value when the call failed."""
     detail: str = ""
     effects: tuple[str, ...] = ()
+    answer: list[dict[str, Any]] | None = None
+    """The accepted effects (shared, never copied); not logged unless content logging is on."""
     shadow: bool = False
 
 

@@ -1,0 +1,110 @@
+"""``ahp-gateway explain``: why an event is routed where it is, what local rules decide, and (with
+``--call``) what every upstream answered and the collapsed result. Reads the same snapshot and
+the same ledger as the serving path, so it cannot disagree with it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.dispatch import INTERCEPT, Engine
+from gateway.policy.backend import LocalPolicyUpstream
+from gateway.policy.cases import complete_event
+from gateway.protocol import wire
+from gateway.protocol.capabilities import narrow
+from gateway.routing.cel import EvalError
+from gateway.runtime import RuntimeConfig, RuntimeHolder
+from gateway.settle.ledger import Decision
+from gateway.telemetry import NullTelemetry
+
+
+def request_from(document: dict[str, Any], capabilities: dict[str, Any] | None, snap: RuntimeConfig) -> dict[str, Any]:
+    """Accept a whole hooks/intercept request, or a (possibly partial) event."""
+    if document.get("method") == INTERCEPT and isinstance(document.get("params"), dict):
+        request = document
+        if capabilities is not None:
+            request["params"]["capabilities"] = capabilities
+        return request
+    event = complete_event(document, 0)
+    if capabilities is None:
+        bound = snap.manifest["events"]
+        capabilities = next((e["capabilities"] for e in bound if e["event"] == event.get("type") and "capabilities" in e), {"effects": ["deny", "message"]})
+    return {
+        "jsonrpc": "2.0",
+        "id": event["id"],
+        "method": INTERCEPT,
+        "params": {"protocolVersion": snap.versions[0], "event": event, "capabilities": capabilities},
+    }
+
+
+def _fmt(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def explain(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
+    params = request["params"]
+    event = params["event"]
+    etype = event.get("type", "?")
+    lines = [f"event {etype} id={event.get('id')} source={event.get('source')}"]
+    engine = Engine(RuntimeHolder(snap))
+    variables = engine._variables(snap, INTERCEPT, params["protocolVersion"], params["capabilities"], {})
+    activation = snap.cel.activation({**variables, "event": event})
+    routes = snap.intercept_routes.get(etype, ()) + snap.shadow_routes.get(etype, ())
+    if not routes:
+        lines.append("routing: no intercept subscription matches this event -> effects: [] without any upstream call")
+        return lines
+    lines.append("routing (in chain order):")
+    for route in routes:
+        verdicts = []
+        selected = True
+        for program in route.when:
+            result = program.eval(activation)
+            shown = f"error: {result.message}" if isinstance(result, EvalError) else str(result).lower()
+            verdicts.append(f"when `{program.source.strip()}` = {shown}")
+            if isinstance(result, EvalError):
+                selected = selected and not route.skip_on_error[route.when.index(program)]
+            elif not result:
+                selected = False
+        role = "shadow" if route.shadow else ("fail-closed" if route.fail_closed else "fail-open")
+        status = "selected" if selected else "not selected"
+        lines.append(f"  {route.key} ({route.upstream.kind}, {role}): subscription matches {etype}; {status}")
+        lines.extend(f"      {v}" for v in verdicts)
+        upstream = route.upstream
+        if isinstance(upstream, LocalPolicyUpstream) and selected:
+            caps = narrow(params["capabilities"], etype)
+            local_request = {**request, "params": {**params, "capabilities": caps}}
+            evaluation = upstream.evaluate(local_request, activation, trace=True)
+            for entry in evaluation.trace:
+                result = entry.result if isinstance(entry.result, str) else str(entry.result).lower()
+                fired = f" -> {entry.emitted}" if entry.emitted else ""
+                lines.append(f"      rule {entry.file}:{entry.rule} = {result}{fired}")
+            if evaluation.error is not None:
+                lines.append("      local backend: evaluation error (its failure policy applies)")
+            else:
+                lines.append(f"      local backend effects: {_fmt(evaluation.effects)}")
+    return lines
+
+
+class _Capture(NullTelemetry):
+    def __init__(self) -> None:
+        self.decision: Decision | None = None
+
+    def settled(self, decision: Decision) -> None:
+        self.decision = decision
+
+
+async def explain_call(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
+    capture = _Capture()
+    engine = Engine(RuntimeHolder(snap), capture)
+    status, body = await engine.handle(wire.dumps(request), {})
+    lines = ["calls (real upstreams):"]
+    decision = capture.decision
+    if decision is not None:
+        for step in decision.steps:
+            answer = f" answer={_fmt(step.answer)}" if step.answer is not None else ""
+            failure = f" failure={step.failure} ({step.detail})" if step.failure else ""
+            lines.append(f"  {step.key}: {step.outcome.value} in {step.latency * 1000:.1f} ms{failure}{answer}")
+        if decision.decided_by:
+            lines.append(f"decided by {decision.decided_by} ({decision.kind or 'flow'})")
+    lines.append(f"collapsed response (HTTP {status}): {body.decode() if body else ''}")
+    return lines

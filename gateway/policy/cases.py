@@ -1,0 +1,100 @@
+"""``ahp-gateway policy test``: run the ``tests:`` of policy files, like ``opa test``.
+
+Each file's tests run against that file's rules alone, so a file's tests stay meaningful wherever
+the file is used. Test events may be partial: envelope fields (id, source, time, harness) and the
+required tool-call fields get defaults, then the event is validated against the canonical schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.policy.library import CaseSpec, Library, library_of, load_policies
+from gateway.protocol import schemas
+from gateway.routing.cel import Engine
+
+DEFAULT_CAPABILITIES: dict[str, Any] = {
+    "effects": ["deny", "ask", "message", "inject"],
+    "inject": {"context": {"append": True, "deliverAt": ["now", "next_turn"]}},
+}
+_TOOL_EVENTS = ("tool.before", "tool.after", "tool.permission.request")
+
+
+def complete_event(partial: dict[str, Any], index: int) -> dict[str, Any]:
+    """A full event from a test's partial one (explicit fields always win)."""
+    event = copy.deepcopy(partial)
+    event.setdefault("id", f"policy-test-{index}")
+    event.setdefault("source", "urn:ahp-gateway:policy-test")
+    event.setdefault("time", "2026-01-01T00:00:00Z")
+    event.setdefault("harness", {"name": "ahp-gateway-policy-test", "version": "1"})
+    if event.get("type") in _TOOL_EVENTS:
+        event.setdefault("call", {"id": f"call-{index}"})
+        event.setdefault("path", "native")
+        tool = event.setdefault("tool", {})
+        if isinstance(tool, dict):
+            tool.setdefault("name", "shell")
+            tool.setdefault("origin", "native")
+            tool.setdefault("input", {})
+    return event
+
+
+def subset(expected: Any, actual: Any) -> bool:
+    """``expected`` is contained in ``actual``: dict keys recursively, lists element-wise."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and all(
+            subset(e, a) for e, a in zip(expected, actual, strict=True)
+        )
+    return bool(expected == actual) and type(expected) is type(actual)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    file: Path
+    name: str
+    passed: bool
+    expected: list[dict[str, Any]]
+    actual: list[dict[str, Any]] | None
+    error: str | None = None
+
+
+def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file: Path) -> CaseResult:
+    event = complete_event(case.event, index)
+    check = schemas.load().event_for.get(str(event.get("type")))
+    if check is None or not check.ok(event):
+        where = check.explain(event) if check else None
+        reason = f"invalid test event at {where[0]} ({where[1]})" if where else "unknown event type"
+        return CaseResult(file, case.name, False, case.expect, None, reason)
+    caps = case.capabilities or DEFAULT_CAPABILITIES
+    activation = engine.activation(
+        {
+            "event": event,
+            "method": "hooks/intercept",
+            "protocolVersion": "draft",
+            "capabilities": caps,
+            "principal": case.principal,
+            "headers": {k.lower(): v for k, v in case.headers.items()},
+        }
+    )
+    result = library.evaluate(event["type"], activation, caps)
+    if result.error is not None:
+        return CaseResult(file, case.name, False, case.expect, result.effects, f"rule {result.error.rule}: {result.error.result}")
+    return CaseResult(file, case.name, subset(case.expect, result.effects), case.expect, result.effects)
+
+
+def run(paths: Sequence[Path], engine: Engine | None = None) -> list[CaseResult]:
+    """Every test of every policy file under ``paths``; raises PolicyError on a broken file."""
+    engine = engine or Engine()
+    library = load_policies(paths, engine)
+    results: list[CaseResult] = []
+    for policy_file in library.files:
+        single = library_of([policy_file])
+        for index, case in enumerate(policy_file.spec.tests):
+            results.append(run_case(single, case, index, engine, policy_file.path))
+    return results
+
