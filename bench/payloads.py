@@ -134,25 +134,25 @@ def stub_answer(request_id: Any) -> bytes:
 
 
 def extra_rules(count: int = 50, namespace: str = "org.ahp-gateway.bench.extra") -> str:
-    """A policy file of ``count`` rules shaped like real ones (command regexes, tool names, paths)
-    that never match the benchmark request, so every rule is evaluated on every event."""
-    lines = [f"namespace: {namespace}", "description: Generated benchmark rules (none matches the request).", "rules:"]
+    """A policy file (JSON, which the YAML loader reads) of ``count`` rules shaped like real ones
+    (command regexes, tool names, paths, env keys) that never match the benchmark request, so
+    every rule is evaluated on every event."""
     shapes = (
         "has(event.tool.input.command) && type(event.tool.input.command) == string && "
         "event.tool.input.command.matches('(^|[;&|]\\\\s*)benchcmd{i}\\\\s+--danger\\\\b')",
         "event.tool.name == 'bench_tool_{i}'",
-        "has(event.tool.input.workingDirectory) && event.tool.input.workingDirectory.startsWith('/srv/bench-{i}/')",
+        "has(event.tool.input.workingDirectory) && type(event.tool.input.workingDirectory) == string && "
+        "event.tool.input.workingDirectory.startsWith('/srv/bench-{i}/')",
         "has(event.tool.input.env) && 'BENCH_SECRET_{i}' in event.tool.input.env",
         "has(event.session.cwd) && event.session.cwd.endsWith('/bench-forbidden-{i}')",
     )
+    rules = []
     for i in range(count):
-        when = shapes[i % len(shapes)].format(i=i)
-        effect = "deny" if i % 2 == 0 else "message"
-        body = "{reason: 'Generated rule %d matched.'}" % i if effect == "deny" else "{text: 'Generated rule %d matched.'}" % i
-        lines += [
-            f"  - id: generated-{i:02d}",
-            "    events: [tool.before]",
-            f"    when: \"{when}\"",
-            f"    {effect}: {body}",
-        ]
-    return "\n".join(lines) + "\n"
+        rule: dict[str, Any] = {"id": f"generated-{i:02d}", "events": ["tool.before"], "when": shapes[i % len(shapes)].format(i=i)}
+        if i % 2 == 0:
+            rule["deny"] = {"reason": f"Generated rule {i} matched."}
+        else:
+            rule["message"] = {"text": f"Generated rule {i} matched."}
+        rules.append(rule)
+    doc = {"namespace": namespace, "description": "Generated benchmark rules (none matches the request).", "rules": rules}
+    return json.dumps(doc, indent=1) + "\n"

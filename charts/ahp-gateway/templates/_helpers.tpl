@@ -1,0 +1,175 @@
+{{/* Names */}}
+{{- define "ahp-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ahp-gateway.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "ahp-gateway.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels */}}
+{{- define "ahp-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ahp-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "ahp-gateway.labels" -}}
+helm.sh/chart: {{ include "ahp-gateway.chart" . }}
+{{ include "ahp-gateway.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ahp-gateway
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "ahp-gateway.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "ahp-gateway.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "ahp-gateway.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* Fixed paths inside the container. */}}
+{{- define "ahp-gateway.configDir" -}}/etc/ahp-gateway{{- end }}
+{{- define "ahp-gateway.configPath" -}}/etc/ahp-gateway/gateway.yaml{{- end }}
+
+{{/*
+The gateway configuration as a YAML document: .Values.config (already merged over the chart's
+defaults by Helm) with the listeners forced onto all interfaces and `shutdown` taken from
+.Values.shutdown, so the drain timings always match the pod's grace period.
+*/}}
+{{- define "ahp-gateway.config" -}}
+{{- $cfg := deepCopy (default (dict) .Values.config) }}
+{{- $listen := default (dict) $cfg.listen }}
+{{- $_ := set $listen "host" (default "0.0.0.0" $listen.host) }}
+{{- $_ := set $cfg "listen" $listen }}
+{{- $admin := default (dict) $cfg.admin }}
+{{- $_ := set $admin "host" (default "0.0.0.0" $admin.host) }}
+{{- $_ := set $cfg "admin" $admin }}
+{{- $_ := set $cfg "shutdown" (dict "drainDelaySeconds" .Values.shutdown.drainDelaySeconds "drainTimeoutSeconds" .Values.shutdown.drainTimeoutSeconds) }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{- define "ahp-gateway.listenPort" -}}
+{{- $cfg := include "ahp-gateway.config" . | fromYaml }}
+{{- $cfg.listen.port | default 8080 | int }}
+{{- end }}
+
+{{- define "ahp-gateway.adminPort" -}}
+{{- $cfg := include "ahp-gateway.config" . | fromYaml }}
+{{- $cfg.admin.port | default 9464 | int }}
+{{- end }}
+
+{{/* Policy files (name -> content): the chart's library, then .Values.policies over it. */}}
+{{- define "ahp-gateway.policies" -}}
+{{- $all := dict }}
+{{- if .Values.defaultPolicies.enabled }}
+{{- range $path, $_ := .Files.Glob "files/policies/*.yaml" }}
+{{- $name := base $path }}
+{{- if not (has $name $.Values.defaultPolicies.exclude) }}
+{{- $_ := set $all $name ($.Files.Get $path) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $content := .Values.policies }}
+{{- if $content }}
+{{- $_ := set $all $name $content }}
+{{- end }}
+{{- end }}
+{{- toYaml $all }}
+{{ "" }}
+{{- end }}
+
+{{/* Hash of everything mounted from ConfigMaps, for reloadStrategy: rollout. */}}
+{{- define "ahp-gateway.configChecksum" -}}
+{{- printf "%s\n---\n%s" (include "ahp-gateway.config" .) (include "ahp-gateway.policies" .) | sha256sum }}
+{{- end }}
+
+{{/* Seconds Kubernetes waits between the preStop hook start and SIGKILL. */}}
+{{- define "ahp-gateway.terminationGracePeriodSeconds" -}}
+{{- $s := .Values.shutdown }}
+{{- $needed := add (int $s.preStopSleepSeconds) (int $s.drainDelaySeconds) (int $s.drainTimeoutSeconds) }}
+{{- if kindIs "invalid" $s.terminationGracePeriodSeconds }}
+{{- add $needed 5 }}
+{{- else if lt (int $s.terminationGracePeriodSeconds) (int $needed) }}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds + drainDelaySeconds + drainTimeoutSeconds (%d)" (int $s.terminationGracePeriodSeconds) (int $needed)) }}
+{{- else }}
+{{- int $s.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* "sleep" or "exec" for the preStop hook. */}}
+{{- define "ahp-gateway.preStopHook" -}}
+{{- $mode := .Values.shutdown.preStopHook }}
+{{- if eq $mode "auto" }}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}sleep{{ else }}exec{{ end }}
+{{- else }}
+{{- $mode }}
+{{- end }}
+{{- end }}
+
+{{/*
+Every secret the configuration references must be provided by the chart: env:NAME / tokenEnv by
+upstreamSecrets (or extraEnv with valueFrom), file:/path by a mount of upstreamSecretFiles (or
+extraVolumeMounts). Fails the render with the hook id otherwise.
+*/}}
+{{- define "ahp-gateway.checkSecretRefs" -}}
+{{- $envs := list }}
+{{- range .Values.upstreamSecrets }}{{ $envs = append $envs .name }}{{ end }}
+{{- range .Values.extraEnv }}{{ if .valueFrom }}{{ $envs = append $envs .name }}{{ end }}{{ end }}
+{{- $dirs := list }}
+{{- range .Values.upstreamSecretFiles }}{{ $dirs = append $dirs (include "ahp-gateway.secretMountPath" .) }}{{ end }}
+{{- range .Values.extraVolumeMounts }}{{ $dirs = append $dirs .mountPath }}{{ end }}
+{{- $cfg := default (dict) .Values.config }}
+{{- range $hook := default (list) $cfg.hooks }}
+{{- with $hook.authentication }}
+{{- $refs := list }}
+{{- if .tokenEnv }}{{ $refs = append $refs (printf "env:%s" .tokenEnv) }}{{ end }}
+{{- if .tokenRef }}{{ $refs = append $refs .tokenRef }}{{ end }}
+{{- if .clientSecretRef }}{{ $refs = append $refs .clientSecretRef }}{{ end }}
+{{- range $ref := $refs }}
+{{- if hasPrefix "env:" $ref }}
+{{- $name := trimPrefix "env:" $ref }}
+{{- if not (has $name $envs) }}
+{{- fail (printf "hook %s references environment variable %s: add it to upstreamSecrets ({name: %s, secretName: ..., key: ...})" $hook.id $name $name) }}
+{{- end }}
+{{- else if hasPrefix "file:" $ref }}
+{{- $path := trimPrefix "file:" $ref }}
+{{- $found := false }}
+{{- range $dir := $dirs }}{{ if hasPrefix (printf "%s/" (trimSuffix "/" $dir)) $path }}{{ $found = true }}{{ end }}{{ end }}
+{{- if not $found }}
+{{- fail (printf "hook %s references file %s, which is not under a mount of upstreamSecretFiles" $hook.id $path) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "ahp-gateway.secretMountPath" -}}
+{{- default (printf "/var/run/secrets/ahp-gateway/%s" .secretName) .mountPath | trimSuffix "/" }}
+{{- end }}
