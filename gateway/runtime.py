@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.config.load import ConfigError, Issue, LoadedConfig, json_path, line_of
-from gateway.config.models import Backend, GatewayBackend, HttpTransport, LocalTransport
+from gateway.config.models import Backend, GatewayBackend, HttpTransport, LocalTransport, StdioTransport
 from gateway.credentials.bearer import BearerToken
 from gateway.credentials.oauth import ClientCredentials
 from gateway.discovery import configuration_result, manifest_result
@@ -26,6 +26,7 @@ from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, matches
 from gateway.routing.cel import CelCompileError, Engine, Program
 from gateway.upstream.base import Upstream
 from gateway.upstream.http import ClientPool, HttpUpstream
+from gateway.upstream.stdio import StdioUpstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,4 +209,14 @@ def _upstream(
             issues.extend(exc.issues)
             return None
         return LocalPolicyUpstream(hook.id, library, engine)
-    return None  # pragma: no cover - rejected by config validation
+    if isinstance(transport, StdioTransport):
+        return StdioUpstream(
+            hook_id=hook.id,
+            command=transport.command,
+            args=list(transport.args),
+            lifecycle=transport.lifecycle,
+            cwd=(base / transport.cwd).resolve() if transport.cwd else None,
+            env=transport.env,
+            max_line_bytes=loaded.config.limits.maxResponseBytes,
+        )
+    return None  # pragma: no cover - the transport union is closed

@@ -203,8 +203,6 @@ def _semantic(
                     (*at, "transport", "url"),
                     "plain http is only allowed to loopback; use https or set allowInsecure: true",
                 )
-        elif transport.type == "stdio":
-            issue((*at, "transport", "type"), "stdio upstreams are not supported by this gateway version")
         elif transport.type == "local" and not isinstance(hook, GatewayBackend):
             issue((*at, "transport", "type"), "local transports exist only in gateway.yaml, not in registrations")
         if hook.authentication is not None and hook.authentication.type == "oauth":

@@ -283,12 +283,17 @@ class GatewayConfig(Model):
                 )
         return v
 
+    @field_validator("hooks")
+    @classmethod
+    def _non_empty(cls, v: list[GatewayBackend] | None) -> list[GatewayBackend] | None:
+        if v is not None and not v:
+            raise ValueError("hooks must not be empty (AHP-REG-001)")
+        return v
+
     @model_validator(mode="after")
     def _one_source(self) -> GatewayConfig:
         if (self.hooks is None) == (self.registration is None):
             raise ValueError("set exactly one of hooks or registration")
-        if self.hooks is not None and not self.hooks:
-            raise ValueError("hooks must not be empty (AHP-REG-001)")
         return self
 
     @property
