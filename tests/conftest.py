@@ -76,6 +76,8 @@ class Stub:
     answer: Answer | None = None
     observed: list[dict[str, Any]] = field(default_factory=list)
     observe_event: asyncio.Event = field(default_factory=asyncio.Event)
+    observe_gate: asyncio.Event | None = None
+    """When set, observe notifications are held until the event is set (a slow observer)."""
 
 
 async def _start(app: web.Application) -> tuple[web.AppRunner, int]:
@@ -98,6 +100,8 @@ async def stub_factory() -> AsyncIterator[Callable[..., Awaitable[Stub]]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             body = json.loads(await request.read())
             if body.get("method") == "hooks/observe":
+                if stub.observe_gate is not None:
+                    await stub.observe_gate.wait()
                 stub.observed.append(body)
                 stub.observe_event.set()
                 return web.Response(status=202)
