@@ -107,7 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.server.app import GatewayServer
 
     async def main() -> None:
-        server = GatewayServer(loaded, host=args.host, port=args.port)
+        server = GatewayServer(loaded, host=args.host, port=args.port, admin_port=args.admin_port)
         await server.start()
         log = logging.getLogger("ahp_gateway")
         if loaded.is_default:
@@ -204,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     serve.add_argument("--host", help="override listen.host")
     serve.add_argument("--port", type=int, help="override listen.port")
+    serve.add_argument("--admin-port", type=int, help="override admin.port")
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check", help="validate a configuration and print the chain per event")

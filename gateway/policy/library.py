@@ -102,7 +102,8 @@ class CaseSpec(_Strict):
 class PolicyFileSpec(_Strict):
     namespace: str = Field("local.policy", pattern=REVERSE_DNS)
     description: str = ""
-    rules: list[RuleSpec] = Field(default_factory=list)
+    rules: list[dict[str, Any]] = Field(default_factory=list)
+    """Validated rule by rule, so every broken rule is reported at once."""
     tests: list[CaseSpec] = Field(default_factory=list)
 
 
@@ -275,7 +276,12 @@ def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | 
         return None
     rules = []
     seen: set[str] = set()
-    for index, rule in enumerate(spec.rules):
+    for index, raw in enumerate(spec.rules):
+        try:
+            rule = RuleSpec.model_validate(raw)
+        except ValidationError as exc:
+            issues.extend(_validation_issues(exc, source, ("rules", index)))
+            continue
         items: tuple[str | int, ...] = ("rules", index, "when")
         if rule.id in seen:
             issues.append(Issue(str(path), json_path(("rules", index, "id")), f"duplicate rule id {rule.id!r}", source.line(["rules", index, "id"])))

