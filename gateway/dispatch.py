@@ -32,6 +32,7 @@ from gateway.settle.collapse import attributed_deny, collapse, synthetic_deny
 from gateway.settle.ledger import Decision, Outcome, StepOutcome, StepRecord
 from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
 from gateway.telemetry import NullTelemetry, Telemetry
+from gateway.upstream.circuit import CircuitBreaker
 
 log = logging.getLogger("ahp_gateway")
 
@@ -58,6 +59,22 @@ class Engine:
         self._workers: list[asyncio.Task[None]] = []
         self._worker_count = cfg.workers
         self._background: set[asyncio.Task[Any]] = set()
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._users: dict[int, int] = {}
+        self.sync_breakers(holder.current)
+
+    def sync_breakers(self, snap: RuntimeConfig) -> None:
+        """Breakers live as long as the hook id does, across reloads (state is per upstream)."""
+        wanted = snap.breakers
+        for hook_id in list(self._breakers):
+            if hook_id not in wanted:
+                del self._breakers[hook_id]
+        for hook_id, (threshold, seconds) in wanted.items():
+            breaker = self._breakers.get(hook_id)
+            if breaker is None:
+                self._breakers[hook_id] = CircuitBreaker(threshold, seconds)
+            else:
+                breaker.threshold, breaker.open_seconds = threshold, seconds
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -83,9 +100,28 @@ class Engine:
         return self._queue.qsize()
 
     # ------------------------------------------------------------------ entry point
+    def users(self, snap: RuntimeConfig) -> int:
+        """Requests still running on ``snap`` (a retired snapshot closes when this reaches 0)."""
+        return self._users.get(id(snap), 0)
+
     async def handle(self, body: bytes, headers: Mapping[str, str] | None = None) -> tuple[int, bytes | None]:
+        snap = self.holder.current  # read once: the whole request runs on this snapshot
+        key = id(snap)
+        users = self._users
+        users[key] = users.get(key, 0) + 1
+        self.telemetry.inflight(1)
+        try:
+            return await self._handle(snap, body, headers)
+        finally:
+            self.telemetry.inflight(-1)
+            remaining = users[key] - 1
+            if remaining:
+                users[key] = remaining
+            else:
+                del users[key]
+
+    async def _handle(self, snap: RuntimeConfig, body: bytes, headers: Mapping[str, str] | None) -> tuple[int, bytes | None]:
         started = time.perf_counter()
-        snap = self.holder.current
         try:
             msg = wire.loads(body)
         except wire.JSONDecodeError:
@@ -213,6 +249,8 @@ class Engine:
             source=event["source"],
             tool=event.get("tool", {}).get("name") if etype in ("tool.before", "tool.permission.request") else None,
         )
+        decision.event = event
+        trace = self.telemetry.begin(headers, event)
         routes = snap.intercept_routes.get(etype, ())
         shadows = snap.shadow_routes.get(etype, ())
         variables: dict[str, Any] | None = None
@@ -237,7 +275,7 @@ class Engine:
             self._launch_shadows(snap, shadow_selected, rid, version, event, caps, state0, variables, activation, decision)
         if not selected or state0["permission"] == "deny" or state0.get("flow") == "stop":
             # No subscription means no decision step (AHP-REG-002); a settled decision is final.
-            return self._answer(snap, rid, version, etype, [], decision, started)
+            return self._answer(snap, rid, version, etype, [], decision, started, trace)
 
         chain = ChainState.start(event, state0, remaining_continuations(caps))
         deadline = asyncio.get_running_loop().time() + snap.deadline
@@ -250,11 +288,11 @@ class Engine:
         try:
             if use_parallel:
                 synthetic = await self._run_parallel(
-                    snap, selected, rid, version, caps, chain, deadline, variables, activation, decision, called, headers
+                    snap, selected, rid, version, caps, chain, deadline, variables, activation, decision, called, trace
                 )
             else:
                 synthetic = await self._run_serial(
-                    snap, selected, rid, version, caps, chain, deadline, variables, activation, decision, called, headers
+                    snap, selected, rid, version, caps, chain, deadline, variables, activation, decision, called, trace
                 )
         finally:
             for route in called:
@@ -267,7 +305,7 @@ class Engine:
                 # gateway subscription must decide (protocol §8.5 item 6).
                 decision.outcome, decision.decided_by, decision.kind = Outcome.ERROR, upstream, "synthetic"
                 decision.rpc_error = int(RpcCode.BACKEND_UNAVAILABLE)
-                self._finish(decision, started)
+                self._finish(decision, started, trace)
                 return 200, wire.error_body(rid, RpcCode.BACKEND_UNAVAILABLE)
             deny = synthetic_deny(snap.gateway_id, upstream, failure)
             decision.decided_by, decision.kind = upstream, "synthetic"
@@ -278,7 +316,7 @@ class Engine:
         elif chain.stop is not None:
             decision.decided_by = chain.decided_by
         effects = collapse(chain, deny, params["capabilities"]["effects"])
-        return self._answer(snap, rid, version, etype, effects, decision, started)
+        return self._answer(snap, rid, version, etype, effects, decision, started, trace)
 
     def _request(
         self,
@@ -305,15 +343,18 @@ class Engine:
         budget: float,
         variables: dict[str, Any] | None,
         activation: Activation | None,
-        headers: Mapping[str, str],
+        trace: Any,
     ) -> Reply | Failure:
         if budget <= 0:
             return Failure(FailureClass.TIMEOUT, "gateway deadline exhausted before the call")
         upstream = route.upstream
+        breaker = self._breakers.get(route.hook_id)
+        if breaker is not None and not breaker.allow():
+            return Failure(FailureClass.CIRCUIT_OPEN, "circuit open after consecutive failures")
         try:
             if isinstance(upstream, LocalPolicyUpstream):
                 return await upstream.intercept(request, budget, variables=variables, shared=activation)
-            return await upstream.intercept(request, budget, self.telemetry.outbound_headers(headers))
+            return await upstream.intercept(request, budget, self.telemetry.outbound_headers(trace, route.key, route.hook_id))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug must not crash the request: fail by policy
@@ -347,6 +388,11 @@ class Engine:
             outcome = accept(outcome, exp)
         record = StepRecord(route.key, route.hook_id, route.upstream.kind, StepOutcome.NO_EFFECT, latency)
         decision.steps.append(record)
+        breaker = self._breakers.get(route.hook_id)
+        if breaker is not None and not (isinstance(outcome, Failure) and outcome.kind is FailureClass.CIRCUIT_OPEN):
+            if breaker.record(not isinstance(outcome, Failure)):
+                self.telemetry.circuit(route.hook_id, breaker.is_open)
+                log.warning("circuit for %s is now %s", route.hook_id, "open" if breaker.is_open else "closed")
         if isinstance(outcome, Failure):
             record.failure, record.detail = outcome.kind.value, outcome.detail
             log.warning(
@@ -387,7 +433,7 @@ class Engine:
         activation: Activation | None,
         decision: Decision,
         called: list[Route],
-        headers: Mapping[str, str],
+        trace: Any,
     ) -> tuple[str, str] | None:
         loop = asyncio.get_running_loop()
         for index, route in enumerate(routes):
@@ -395,7 +441,7 @@ class Engine:
             request = self._request(snap, route, rid, version, chain.event, step_caps, chain.wire_state())
             now = loop.time()
             called.append(route)
-            outcome = await self._call(route, request, min(route.timeout, deadline - now), variables, activation, headers)
+            outcome = await self._call(route, request, min(route.timeout, deadline - now), variables, activation, trace)
             latency = loop.time() - now
             decision.upstream_wait += latency
             failure = self._settle_step(snap, route, outcome, request, chain, latency, decision)
@@ -418,7 +464,7 @@ class Engine:
         activation: Activation | None,
         decision: Decision,
         called: list[Route],
-        headers: Mapping[str, str],
+        trace: Any,
     ) -> tuple[str, str] | None:
         """Opt-in deviation from AHP-COMP-001, used only when every advertised effect is within
         {deny, message}: calls run at once but settle in order; after the deciding upstream,
@@ -428,7 +474,7 @@ class Engine:
         started = loop.time()
         requests = [self._request(snap, r, rid, version, chain.event, caps, state) for r in routes]
         tasks = [
-            asyncio.ensure_future(self._call(r, req, min(r.timeout, deadline - started), variables, activation, headers))
+            asyncio.ensure_future(self._call(r, req, min(r.timeout, deadline - started), variables, activation, trace))
             for r, req in zip(routes, requests, strict=True)
         ]
         called.extend(routes)
@@ -458,25 +504,27 @@ class Engine:
         effects: list[dict[str, Any]],
         decision: Decision,
         started: float,
+        trace: Any = None,
     ) -> tuple[int, bytes]:
         response = {"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": version, "effects": effects}}
         if effects and not snap.schemas.response_for[etype].ok(response):
             # A collapse bug must never reach a harness as an invalid answer.
             log.error("collapsed response failed self-validation for %s: %s", etype, snap.schemas.response_for[etype].explain(response))
             decision.outcome, decision.rpc_error = Outcome.ERROR, int(RpcCode.INTERNAL_ERROR)
-            self._finish(decision, started)
+            self._finish(decision, started, trace)
             return 200, wire.error_body(rid, RpcCode.INTERNAL_ERROR)
         decision.effects = [e["type"] for e in effects]
+        decision.response_effects = effects
         decision.outcome = _outcome(effects)
         for effect in effects:
             if effect["type"] == "deny":
                 decision.code = effect.get("code")
-        self._finish(decision, started)
+        self._finish(decision, started, trace)
         return 200, wire.dumps(response)
 
-    def _finish(self, decision: Decision, started: float) -> None:
+    def _finish(self, decision: Decision, started: float, trace: Any = None) -> None:
         decision.total = time.perf_counter() - started
-        self.telemetry.settled(decision)
+        self.telemetry.settled(decision, trace)
 
     # ------------------------------------------------------------------ shadow
     def _launch_shadows(
@@ -519,7 +567,7 @@ class Engine:
         chain = ChainState.start(event, state, remaining_continuations(caps))
         request = self._request(snap, route, rid, version, event, caps, chain.wire_state())
         now = loop.time()
-        outcome = await self._call(route, request, min(route.timeout, snap.deadline), variables, activation, {})
+        outcome = await self._call(route, request, min(route.timeout, snap.deadline), variables, activation, None)
         shadow = Decision(decision.event_id, decision.event_type, decision.source, decision.tool)
         self._settle_step(snap, route, outcome, request, chain, loop.time() - now, shadow)
         record = shadow.steps[0]
@@ -543,6 +591,7 @@ class Engine:
             self.telemetry.observe_dropped("queue_full")
             return
         self.telemetry.observe_received("queued")
+        self.telemetry.observe_queue(self._queue.qsize())
 
     async def _observe_worker(self) -> None:
         while True:
@@ -555,6 +604,7 @@ class Engine:
                 log.exception("observe delivery failed")
             finally:
                 self._queue.task_done()
+                self.telemetry.observe_queue(self._queue.qsize())
 
     async def _deliver(self, snap: RuntimeConfig, event: dict[str, Any], version: str) -> None:
         """Forward to observe subscriptions and to intercept subscriptions this gateway did not

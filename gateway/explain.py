@@ -89,7 +89,7 @@ class _Capture(NullTelemetry):
     def __init__(self) -> None:
         self.decision: Decision | None = None
 
-    def settled(self, decision: Decision) -> None:
+    def settled(self, decision: Decision, trace: Any = None) -> None:
         self.decision = decision
 
 

@@ -8,6 +8,8 @@ never mixes two configurations within one request.
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,9 @@ class RuntimeConfig:
     header_allowlist: frozenset[str]
     observe_timeout: float
     uses_cel: bool
+    breakers: Mapping[str, tuple[int, float]]
+    """Circuit breaker settings (threshold, open seconds) per remote upstream."""
+    expression_ids: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -107,6 +112,8 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
     shadow: dict[str, list[Route]] = {e: [] for e in INTERCEPTABLE}
     observe: dict[str, list[Route]] = {e: [] for e in ALL_EVENTS}
     uses_cel = False
+    breakers: dict[str, tuple[int, float]] = {}
+    expression_ids: list[str] = []
     for h_index, hook in enumerate(loaded.hooks):
         at: tuple[str | int, ...] = ("hooks", h_index)
         upstream = _upstream(hook, loaded, pool, engine, issues, at)
@@ -114,6 +121,10 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
             continue
         upstreams.append(upstream)
         gw = hook if isinstance(hook, GatewayBackend) else None
+        if upstream.kind != "local":
+            cb = gw.circuitBreaker if gw else None
+            if cb is None or cb.enabled:
+                breakers[hook.id] = (cb.failureThreshold, cb.openSeconds) if cb else (5, 5.0)
         hook_when = compile_when(gw.when if gw else None, (*at, "when"), f"{hook.id}.when")
         hook_skip = (gw.onError == "skip",) * len(hook_when) if gw else ()
         is_shadow = bool(gw and gw.mode == "shadow")
@@ -121,6 +132,7 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
             sub_when = compile_when(sub.when if gw else None, (*at, "subscriptions", s_index, "when"), f"{hook.id}#{s_index}.when")
             when = hook_when + sub_when
             uses_cel = uses_cel or bool(when)
+            expression_ids.extend(p.id for p in when if p.id not in expression_ids)
             selection, identity = _selection(sub)
             common: dict[str, Any] = {
                 "key": f"{hook.id}#{s_index}",
@@ -177,6 +189,8 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
         header_allowlist=frozenset(h.lower() for h in cfg.headers),
         observe_timeout=cfg.observe.timeoutMs / 1000,
         uses_cel=uses_cel,
+        breakers=MappingProxyType(breakers),
+        expression_ids=tuple(expression_ids),
     )
 
 
@@ -191,7 +205,7 @@ def _upstream(
         if auth is not None and auth.type == "bearer":
             authorizer = BearerToken.from_config(auth.tokenEnv, auth.tokenRef, base)
         gw = hook if isinstance(hook, GatewayBackend) else None
-        ca = str((base / gw.caFile).resolve()) if gw and gw.caFile else None
+        ca = str(Path(os.path.abspath(base / gw.caFile))) if gw and gw.caFile else None
         if auth is not None and auth.type == "oauth":
             authorizer = ClientCredentials.from_config(auth, base, pool, ca)
         return HttpUpstream(
@@ -204,7 +218,7 @@ def _upstream(
         )
     if isinstance(transport, LocalTransport):
         try:
-            library = load_policies([(base / p).resolve() for p in transport.policies], engine)
+            library = load_policies([Path(os.path.abspath(base / p)) for p in transport.policies], engine)
         except PolicyError as exc:
             issues.extend(exc.issues)
             return None
@@ -215,7 +229,7 @@ def _upstream(
             command=transport.command,
             args=list(transport.args),
             lifecycle=transport.lifecycle,
-            cwd=(base / transport.cwd).resolve() if transport.cwd else None,
+            cwd=Path(os.path.abspath(base / transport.cwd)) if transport.cwd else None,
             env=transport.env,
             max_line_bytes=loaded.config.limits.maxResponseBytes,
         )

@@ -193,7 +193,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def default_gateway():
     port, admin = _free_port(), _free_port()
     proc = subprocess.Popen(

@@ -15,7 +15,7 @@ class Capture(NullTelemetry):
         self.shadows: list[tuple[str, str]] = []
         self.cel_errors: list[str] = []
 
-    def settled(self, decision: Any) -> None:
+    def settled(self, decision: Any, trace: Any = None) -> None:
         self.decisions.append(decision)
 
     def observe_received(self, status: str) -> None:
@@ -35,4 +35,4 @@ def test_null_telemetry_implements_the_protocol():
     from gateway.telemetry import Telemetry
 
     sink: Telemetry = NullTelemetry()
-    assert sink.outbound_headers({}) is None
+    assert sink.outbound_headers(None, "org.example.a#0", "org.example.a") is None

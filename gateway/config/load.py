@@ -7,6 +7,7 @@ the reason; all of them are collected before failing, so ``ahp-gateway check`` c
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,7 +243,8 @@ def _semantic(
 
 def load(path: Path | None = None) -> LoadedConfig:
     """Load, validate and cross-check; raise :class:`ConfigError` with every problem found."""
-    path = (path or DEFAULT_CONFIG).resolve()
+    # absolute, but symlinks unresolved: a Kubernetes ConfigMap swaps its ..data link on update
+    path = Path(os.path.abspath(path or DEFAULT_CONFIG))
     issues: list[Issue] = []
     source = _read(path, issues)
     if source is None:
@@ -261,7 +263,7 @@ def load(path: Path | None = None) -> LoadedConfig:
     hooks: tuple[Backend, ...]
     hooks_source, prefix = source, ("hooks",)
     if cfg.registration is not None:
-        reg_path = (path.parent / cfg.registration).resolve()
+        reg_path = Path(os.path.abspath(path.parent / cfg.registration))
         reg_source = _read(reg_path, issues)
         if reg_source is None:
             raise ConfigError(issues)

@@ -60,6 +60,37 @@ class ObserveOptions(Model):
     dedupTtlSeconds: float = Field(600, gt=0)
 
 
+class LogOptions(Model):
+    decisions: str = Field("stdout", description="stdout, stderr, off, or a file path (relative to the config).")
+    includeContent: bool = Field(False, description="Also log tool inputs and answer texts (never secrets).")
+    sampleNoEffect: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of no_effect decisions logged.")
+
+
+class MetricsOptions(Model):
+    enabled: bool = True
+
+
+class TracingOptions(Model):
+    propagate: bool = Field(True, description="Send a child W3C traceparent to every upstream.")
+    otel: bool = Field(False, description="Record OpenTelemetry spans (needs an OpenTelemetry SDK to export).")
+
+
+class ShutdownOptions(Model):
+    drainDelaySeconds: float = Field(5.0, ge=0, description="Keep serving after SIGTERM while endpoints are removed.")
+    drainTimeoutSeconds: float = Field(20.0, ge=0, description="Bound for finishing in-flight requests.")
+
+
+class ReloadOptions(Model):
+    watch: bool = Field(True, description="Reload when the config or policy files change (SIGHUP always reloads).")
+    intervalSeconds: float = Field(2.0, gt=0, description="How often watched files are checked.")
+
+
+class CircuitBreakerOptions(Model):
+    enabled: bool = True
+    failureThreshold: int = Field(5, ge=1, description="Consecutive operational failures that open the circuit.")
+    openSeconds: float = Field(5.0, gt=0, description="How long calls fail fast before one probe.")
+
+
 class ContentSelection(Model):
     default: SELECTION
 
@@ -252,6 +283,7 @@ class GatewayBackend(Backend):
     onError: Literal["match", "skip"] = "match"
     mode: Literal["enforce", "shadow"] = "enforce"
     allowInsecure: bool = Field(False, description="Permit plain http to a non-loopback host.")
+    circuitBreaker: CircuitBreakerOptions = Field(default_factory=CircuitBreakerOptions)  # type: ignore[arg-type]
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this upstream.")
 
 
@@ -272,6 +304,11 @@ class GatewayConfig(Model):
     hooks: list[GatewayBackend] | None = None
     registration: str | None = None
     headers: list[str] = Field(default_factory=list, description="Request headers exposed to CEL.")
+    log: LogOptions = Field(default_factory=LogOptions)  # type: ignore[arg-type]
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)  # type: ignore[arg-type]
+    tracing: TracingOptions = Field(default_factory=TracingOptions)  # type: ignore[arg-type]
+    shutdown: ShutdownOptions = Field(default_factory=ShutdownOptions)  # type: ignore[arg-type]
+    reload: ReloadOptions = Field(default_factory=ReloadOptions)  # type: ignore[arg-type]
 
     @field_validator("protocolVersions")
     @classmethod

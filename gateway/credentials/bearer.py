@@ -34,7 +34,7 @@ class BearerToken:
         scheme, _, rest = token_ref.partition(":")
         if scheme == "env":
             return cls(env=rest)
-        return cls(file=(base / rest).resolve())
+        return cls(file=Path(os.path.abspath(base / rest)))
 
     def describe(self) -> str:
         """Where the token comes from: safe for logs and ``check`` output."""

@@ -9,6 +9,8 @@ Token acquisition runs inside the intercept deadline of the call that needs it.
 
 from __future__ import annotations
 
+import os
+
 import asyncio
 import base64
 import ssl
@@ -63,7 +65,7 @@ class ClientCredentials:
     def from_config(cls, auth: Any, base: Path, pool: Any, ca_file: str | None = None) -> ClientCredentials:
         ref = auth.clientSecretRef
         scheme, _, rest = ref.partition(":")
-        secret = BearerToken(env=rest) if scheme == "env" else BearerToken(file=(base / rest).resolve())
+        secret = BearerToken(env=rest) if scheme == "env" else BearerToken(file=Path(os.path.abspath(base / rest)))
         context: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         return cls(
             issuer=auth.issuer,

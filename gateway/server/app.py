@@ -1,27 +1,91 @@
-"""Process lifecycle: start listeners on a snapshot, reload, drain and stop.
+"""Process lifecycle: start listeners on a snapshot, hot reload, drain and stop.
 
-``GatewayServer`` is what ``ahp-gateway serve`` runs and what tests start on ephemeral loopback
-ports. Every resource opened in :meth:`start` is closed in :meth:`stop`.
+``GatewayServer`` is what ``ahp-gateway serve`` runs (once per worker) and what tests start on
+ephemeral loopback ports. Every resource opened in :meth:`start` is closed in :meth:`stop`.
+
+Reload (SIGHUP, or a change of any configuration or policy file, ConfigMap symlink swaps
+included): the new configuration is validated and compiled completely beside the live one, then
+swapped in one assignment; requests already running finish on the snapshot they started with, and
+the old snapshot's upstream resources close once its last request is done. A bad configuration
+keeps the last good one, logs every error and sets the reload metrics.
+
+Shutdown (SIGTERM): not ready at once, keep serving for ``shutdown.drainDelaySeconds`` (endpoint
+removal lags in Kubernetes), stop accepting, let in-flight requests finish within
+``shutdown.drainTimeoutSeconds``, flush observations, close upstream sessions, exit 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
+import time
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from gateway.config.load import LoadedConfig
+from gateway import _tasks
+from gateway.config.load import ConfigError, LoadedConfig, load
+from gateway.config.models import LocalTransport
 from gateway.dispatch import Engine
-from gateway.runtime import RuntimeHolder, build
+from gateway.observability.decisions import DecisionLog
+from gateway.observability.metrics import Metrics
+from gateway.observability.sink import Observability
+from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.http import build_app
 from gateway.telemetry import Telemetry
 from gateway.upstream.http import ClientPool
 
 log = logging.getLogger("ahp_gateway")
+RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing")
+
+
+def watched_paths(loaded: LoadedConfig) -> list[Path]:
+    """The configuration, registration and policy files/directories a reload depends on."""
+    paths = list(loaded.files)
+    for hook in loaded.hooks:
+        if isinstance(hook.transport, LocalTransport):
+            paths.extend(loaded.base_dir / p for p in hook.transport.policies)
+    return paths
+
+
+def signature(paths: list[Path]) -> tuple[Any, ...]:
+    """Cheap change detector; stat() follows symlinks, so a ConfigMap ``..data`` swap shows."""
+    out: list[Any] = []
+    for path in paths:
+        try:
+            if path.is_dir():
+                for child in sorted(path.rglob("*")):
+                    if child.suffix in (".yaml", ".yml"):
+                        st = child.stat()
+                        out.append((str(child), st.st_ino, st.st_mtime_ns, st.st_size))
+            else:
+                st = path.stat()
+                out.append((str(path), st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(path), None))
+    return tuple(out)
+
+
+def observability_for(loaded: LoadedConfig) -> Observability:
+    cfg = loaded.config
+    metrics = Metrics()
+    decisions = None
+    target = cfg.log.decisions
+    if target != "off":
+        if target not in ("stdout", "stderr"):
+            target = str(loaded.base_dir / target)
+        decisions = DecisionLog(
+            target,
+            include_content=cfg.log.includeContent,
+            sample_no_effect=cfg.log.sampleNoEffect,
+            on_drop=metrics.decision_log_drops.inc,
+        )
+    return Observability(metrics, decisions, propagate=cfg.tracing.propagate, spans=cfg.tracing.otel)
 
 
 class GatewayServer:
@@ -41,63 +105,157 @@ class GatewayServer:
         self.port = cfg.listen.port if port is None else port
         self.admin_host = cfg.admin.host
         self.admin_port = cfg.admin.port if admin_port is None else admin_port
-        self.telemetry = telemetry
+        self.telemetry: Telemetry = telemetry or observability_for(loaded)
         self.reuse_port = reuse_port
         self.readiness = Readiness()
         self.pool = ClientPool()
         self.holder: RuntimeHolder | None = None
         self.engine: Engine | None = None
-        self._runners: list[web.AppRunner] = []
-        self._stopped = asyncio.Event()
+        self._app_runner: web.AppRunner | None = None
+        self._admin_runner: web.AppRunner | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._signature: tuple[Any, ...] = ()
+        self._reload_lock = asyncio.Lock()
+        self._retiring: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}{self.loaded.config.listen.path}"
+
+    @property
+    def observability(self) -> Observability | None:
+        return self.telemetry if isinstance(self.telemetry, Observability) else None
+
+    def _preregister(self, snap: RuntimeConfig) -> None:
+        if self.observability is not None:
+            self.observability.metrics.preregister([h.id for h in snap.loaded.hooks], snap.expression_ids)
 
     async def start(self) -> None:
         snapshot = build(self.loaded, self.pool)
         self.holder = RuntimeHolder(snapshot)
         self.engine = Engine(self.holder, self.telemetry)
         self.engine.start()
+        self._preregister(snapshot)
         self.readiness.config_loaded = True
         holder = self.holder
-        app = build_app(self.engine, self.loaded.config.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
-        self.port = await self._serve(app, self.host, self.port, handler_cancellation=True)
-        metrics = getattr(self.telemetry, "render", None)
+        cfg = self.loaded.config
+        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
+        self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
+        metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics)
-        self.admin_port = await self._serve(admin, self.admin_host, self.admin_port, handler_cancellation=False)
+        self._admin_runner, self.admin_port = await self._serve(admin, self.admin_host, self.admin_port, cancel=False)
         self.readiness.listening = True
+        self._signature = signature(watched_paths(self.loaded))
+        if cfg.reload.watch:
+            self._watch_task = _tasks.spawn(self._watch(), name="config-watch")
 
-    async def _serve(self, app: web.Application, host: str, port: int, *, handler_cancellation: bool) -> int:
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=handler_cancellation)
+    async def _serve(self, app: web.Application, host: str, port: int, *, cancel: bool) -> tuple[web.AppRunner, int]:
+        timeout = self.loaded.config.shutdown.drainTimeoutSeconds
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout)
         await runner.setup()
         site = web.TCPSite(runner, host, port, reuse_port=self.reuse_port or None, backlog=1024)
         await site.start()
-        self._runners.append(runner)
-        server = site._server
-        assert server is not None
-        sockets: Any = getattr(server, "sockets", None)
-        return int(sockets[0].getsockname()[1]) if sockets else port
+        server: Any = site._server
+        sockets = getattr(server, "sockets", None)
+        return runner, (int(sockets[0].getsockname()[1]) if sockets else port)
+
+    # ------------------------------------------------------------------ reload
+    async def reload(self) -> bool:
+        """Validate and compile the configuration again; swap only if all of it is good."""
+        assert self.holder is not None and self.engine is not None
+        async with self._reload_lock:
+            started = time.perf_counter()
+            try:
+                loaded = await asyncio.to_thread(load, self.loaded.path)
+                snapshot = build(loaded, self.pool)
+            except ConfigError as exc:
+                for issue in exc.issues:
+                    log.error("reload rejected: %s", issue)
+                log.error("keeping the last good configuration (%d error(s))", len(exc.issues))
+                self._reloaded(False)
+                return False
+            old = self.holder.current
+            for key in RESTART_ONLY:
+                if getattr(old.loaded.config, key) != getattr(loaded.config, key):
+                    log.warning("config key %r changed; it takes effect after a restart", key)
+            self.holder.current = snapshot
+            self.loaded = loaded
+            self.engine.sync_breakers(snapshot)
+            self._preregister(snapshot)
+            self._reloaded(True)
+            log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
+            task = _tasks.spawn(self._retire(old), name="retire-snapshot")
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+            return True
+
+    def _reloaded(self, ok: bool) -> None:
+        self._signature = signature(watched_paths(self.loaded))
+        if self.observability is not None:
+            self.observability.reloaded(ok)
+
+    async def _retire(self, old: RuntimeConfig) -> None:
+        """Close what only the old snapshot used, once its last request has finished."""
+        assert self.engine is not None
+        deadline = time.monotonic() + self.loaded.config.shutdown.drainTimeoutSeconds
+        while self.engine.users(old) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        live = {id(u) for u in self.holder.current.upstreams} if self.holder else set()
+        for upstream in old.upstreams:
+            if id(upstream) not in live:
+                with contextlib.suppress(Exception):
+                    await upstream.aclose()
+
+    async def _watch(self) -> None:
+        interval = self.loaded.config.reload.intervalSeconds
+        while True:
+            await asyncio.sleep(interval)
+            current = await asyncio.to_thread(signature, watched_paths(self.loaded))
+            if current != self._signature:
+                log.info("configuration files changed; reloading")
+                await self.reload()
+
+    # ------------------------------------------------------------------ shutdown
+    async def drain_and_stop(self, delay: float | None = None) -> None:
+        """SIGTERM: not ready now, still serving for ``delay`` seconds, then drain and stop."""
+        self.readiness.draining = True
+        delay = self.loaded.config.shutdown.drainDelaySeconds if delay is None else delay
+        log.info("draining: not ready; serving for %.1f s more before closing the listener", delay)
+        await asyncio.sleep(delay)
+        await self.stop()
 
     async def stop(self) -> None:
         self.readiness.listening = False
-        for runner in self._runners:
-            await runner.cleanup()
-        self._runners.clear()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+        if self._app_runner is not None:
+            await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
+            self._app_runner = None
         if self.engine is not None:
-            await self.engine.drain(2.0)
+            await self.engine.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self.engine.aclose()
+        for task in list(self._retiring):
+            task.cancel()
         if self.holder is not None:
             for upstream in self.holder.current.upstreams:
                 await upstream.aclose()
         await self.pool.aclose()
-        self._stopped.set()
+        if self._admin_runner is not None:
+            await self._admin_runner.cleanup()
+            self._admin_runner = None
+        close = getattr(self.telemetry, "close", None)
+        if close is not None:
+            close()
 
     async def run_forever(self) -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        fast = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, lambda: (fast.set(), stop.set()))
+        loop.add_signal_handler(signal.SIGHUP, lambda: _tasks.spawn(self.reload(), name="sighup-reload"))
         await stop.wait()
-        log.info("shutting down")
-        await self.stop()
+        await self.drain_and_stop(0.0 if fast.is_set() else None)
+        log.info("stopped (pid %d)", os.getpid())

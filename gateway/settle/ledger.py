@@ -67,3 +67,9 @@ class Decision:
     parallel: bool = False
     rpc_error: int | None = None
     effects: list[str] = field(default_factory=list)
+    wall_time: float = 0.0
+    principal: str | None = None
+    trace_id: str | None = None
+    event: dict[str, Any] | None = None
+    """The harness's event (a reference, never copied); only logged with includeContent."""
+    response_effects: list[dict[str, Any]] | None = None

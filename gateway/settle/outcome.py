@@ -18,6 +18,7 @@ class FailureClass(StrEnum):
     AUTH = "auth"
     TOO_LARGE = "too_large"
     INTERNAL = "internal"
+    CIRCUIT_OPEN = "circuit_open"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kuberne
 VALUES = [None, *CI_VALUES]
 VALUE_IDS = ["default", *(p.name.removesuffix("-values.yaml") for p in CI_VALUES)]
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
-SECRETISH = re.compile(r"token|secret|passw(or)?d|api_?key|private_?key|credential", re.I)
+SECRETISH = re.compile(r"token|secret|passw(or)?d|api_?key|private_?key|credential", re.IGNORECASE)
 CONFIG_PATH = "/etc/ahp-gateway/gateway.yaml"
 
 Render = Callable[..., list[dict[str, Any]]]
@@ -61,6 +61,7 @@ def load_values(values: Path | None) -> dict[str, Any]:
     merged = yaml.safe_load((CHART / "values.yaml").read_text())
     if values:
         merged = merge(merged, yaml.safe_load(values.read_text()))
+    assert isinstance(merged, dict)
     return merged
 
 
@@ -115,7 +116,7 @@ def test_rendered_manifests_validate_strictly(render: Render, values: Path | Non
     for doc in docs:
         assert doc["metadata"]["name"], doc
         if (doc["apiVersion"], doc["kind"]) in CRD_KINDS:
-            continue  # no upstream schema: see test_prometheus_operator_objects
+            continue  # no upstream schema: checked field by field in test_prometheus_operator_objects
         try:
             kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -197,7 +198,7 @@ def test_ports_and_probes(render: Render, values: Path | None) -> None:
 
     def admin_port(probe: dict[str, Any]) -> int:
         port = probe["httpGet"]["port"]
-        return ports[port] if isinstance(port, str) else port
+        return int(ports[port] if isinstance(port, str) else port)
 
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -297,13 +298,14 @@ def test_checksum_follows_config_and_policies(render: Render) -> None:
     assert checksum() == base
     assert checksum("config.limits.deadlineMs=1500") != base
     assert checksum("policies.extra\\.yaml=namespace: x") != base
+    assert checksum("extraConfigFiles.registration\\.yaml=protocolVersion: draft") != base
     assert checksum("replicaCount=5") == base
 
 
 @pytest.mark.parametrize("values", VALUES, ids=VALUE_IDS)
 def test_config_volume_carries_config_and_policies(render: Render, values: Path | None) -> None:
     docs = render(files_of(values))
-    _, pod, container = deployment_parts(docs)
+    _, pod, _ = deployment_parts(docs)
     (config_volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "config"]
     sources = [s["configMap"] for s in config_volume["projected"]["sources"]]
     config_map = only(docs, "ConfigMap", "-config")
@@ -382,7 +384,11 @@ def test_rendered_config_passes_ahp_gateway_check(render: Render, values: Path |
     )
     assert proc.returncode == 0, f"ahp-gateway check failed:\n{proc.stdout}\n{proc.stderr}"
     assert proc.stdout.startswith("OK gateway.yaml")
-    hooks = gateway_config(docs).get("hooks") or []
+    config = gateway_config(docs)
+    hooks = config.get("hooks") or []
+    if config.get("registration"):
+        hooks = yaml.safe_load((config_dir / config["registration"]).read_text())["hooks"]
+    assert hooks
     for hook in hooks:
         assert hook["id"] in proc.stdout
 
@@ -543,46 +549,76 @@ def test_template_error_in_a_copy_fails_render(template: Template, chart_copy: P
 # Prometheus Operator objects, Grafana dashboard, NOTES
 
 
-def test_prometheus_operator_objects(render: Render) -> None:
-    full = CHART / "ci" / "full-values.yaml"
-    docs = render([full])
+DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+
+
+def check_service_monitor(monitor: dict[str, Any], docs: list[dict[str, Any]]) -> None:
+    """The fields the Prometheus Operator needs, and that they point at the chart's Service."""
     service = only(docs, "Service")
-    monitor = only(docs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    assert monitor["metadata"]["namespace"] == "monitoring"
-    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["metadata"]["name"] and monitor["metadata"]["namespace"]
     spec = monitor["spec"]
     assert set(spec) <= {"jobLabel", "selector", "namespaceSelector", "endpoints"}
     assert spec["selector"]["matchLabels"] and subset(spec["selector"]["matchLabels"], service["metadata"]["labels"])
-    assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-    (endpoint,) = spec["endpoints"]
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
-    assert endpoint["path"] == "/metrics" and endpoint["scheme"] == "http"
-    duration = re.compile(r"^([0-9]+(ms|s|m|h))+$")
-    assert duration.match(endpoint["interval"]) and duration.match(endpoint["scrapeTimeout"])
-    assert endpoint["metricRelabelings"][0]["action"] == "drop"
+    assert spec["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
+    assert spec["endpoints"]
+    for endpoint in spec["endpoints"]:
+        assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+        assert endpoint["path"] == "/metrics" and endpoint["scheme"] in ("http", "https")
+        assert DURATION.match(endpoint["interval"]) and DURATION.match(endpoint["scrapeTimeout"])
+        for relabel in endpoint.get("relabelings", []) + endpoint.get("metricRelabelings", []):
+            assert relabel.get("action", "replace") in {
+                "replace", "keep", "drop", "keepequal", "dropequal", "hashmod", "labelmap", "labeldrop", "labelkeep",
+                "lowercase", "uppercase",
+            }
 
-    rule = only(docs, "PrometheusRule")
+
+def check_prometheus_rule(rule: dict[str, Any]) -> None:
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["name"] and rule["metadata"]["namespace"]
     assert set(rule["spec"]) == {"groups"}
     groups = rule["spec"]["groups"]
-    shipped = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())["groups"]
-    extra = yaml.safe_load(full.read_text())["prometheusRule"]["additionalGroups"]
-    assert groups == shipped + extra
+    assert groups
     names = [g["name"] for g in groups]
     assert len(names) == len(set(names)), "rule group names must be unique"
     for group in groups:
         assert set(group) <= {"name", "interval", "rules", "limit", "partial_response_strategy"}
-        assert group["rules"]
+        assert group["name"] and group["rules"]
         for item in group["rules"]:
             assert isinstance(item["expr"], str | int) and str(item["expr"]).strip()
             assert ("alert" in item) != ("record" in item), item
             assert set(item) <= {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
             if "for" in item:
-                assert duration.match(item["for"])
+                assert DURATION.match(item["for"])
             if "alert" in item:
                 assert item["labels"]["severity"] in {"critical", "warning", "info"}
                 assert item["annotations"]["summary"]
+
+
+@pytest.mark.parametrize("values", VALUES, ids=VALUE_IDS)
+def test_prometheus_operator_objects(render: Render, values: Path | None) -> None:
+    docs = render(files_of(values))
+    settings = load_values(values)
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    rules = [d for d in docs if d["kind"] == "PrometheusRule"]
+    assert len(monitors) == int(settings["serviceMonitor"]["enabled"])
+    assert len(rules) == int(settings["prometheusRule"]["enabled"])
+    for monitor in monitors:
+        check_service_monitor(monitor, docs)
+        assert monitor["metadata"]["namespace"] == (settings["serviceMonitor"]["namespace"] or NAMESPACE)
+        assert subset(settings["serviceMonitor"]["labels"], monitor["metadata"]["labels"])
+    for rule in rules:
+        check_prometheus_rule(rule)
+        shipped = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())["groups"]
+        assert rule["spec"]["groups"] == shipped + settings["prometheusRule"]["additionalGroups"]
+        assert subset(settings["prometheusRule"]["labels"], rule["metadata"]["labels"])
+
+
+def test_shipped_alerts_file_is_well_formed() -> None:
+    alerts = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    assert set(alerts) == {"groups"}
+    check_prometheus_rule({"apiVersion": "monitoring.coreos.com/v1", "metadata": {"name": "x", "namespace": "y"},
+                           "spec": alerts})
 
 
 def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Path) -> None:
@@ -658,7 +694,7 @@ def test_chart_copy_equals_grafana_source(chart_file: str, source: str) -> None:
 
 def test_chart_readme_documents_every_value() -> None:
     readme = (CHART / "README.md").read_text()
-    documented = set(re.findall(r"^\| `([^`]+)` \|", readme, re.M))
+    documented = set(re.findall(r"^\| `([^`]+)` \|", readme, re.MULTILINE))
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())
     for key, value in defaults.items():
         if key in documented:

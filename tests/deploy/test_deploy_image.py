@@ -11,10 +11,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,4 +195,108 @@ def test_image_builds_and_runs(built_image: tuple[Buildah, str]) -> None:
         ).stdout.split()
         assert probe == ["65532", "no-wheels", "no-compiler"], probe
     finally:
+        subprocess.run([*buildah.prefix, "rm", container], capture_output=True, timeout=120, check=False)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_image_serves_the_chart_config_read_only_and_non_root(
+    built_image: tuple[Buildah, str], render: Any, tmp_path: Path
+) -> None:
+    """Run the image the way the chart's Deployment does: the rendered gateway.yaml and policies
+    mounted read-only at /etc/ahp-gateway, a read-only root file system with a tmpfs on /tmp, the
+    pod's user, the container args, in a private network namespace; then probe /healthz and
+    /readyz on the admin port."""
+    for tool in ("unshare", "nsenter", "chroot", "ip"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not available")
+    buildah, image = built_image
+    docs = render()
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container_spec,) = pod["containers"]
+    config_dir = tmp_path / "etc-ahp-gateway"
+    (config_dir / "policies").mkdir(parents=True)
+    for doc in docs:
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].endswith("-config"):
+            for name, content in doc["data"].items():
+                (config_dir / name).write_text(content)
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].endswith("-policies"):
+            for name, content in (doc.get("data") or {}).items():
+                (config_dir / "policies" / name).write_text(content)
+    mounts = {m["mountPath"] for m in container_spec["volumeMounts"]}
+    assert {"/etc/ahp-gateway", "/tmp"} <= mounts
+    ports = {p["name"]: p["containerPort"] for p in container_spec["ports"]}
+    user = f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
+    env = [f"{e['name']}={e['value']}" for e in container_spec.get("env", []) if "value" in e]
+    image_env = json.loads(buildah("inspect", "--type", "image", image).stdout)["Docker"]["config"]["Env"]
+    command = ["ahp-gateway", *container_spec["args"]]
+
+    container = buildah("from", image).stdout.strip()
+    root = tmp_path / "root"
+    root.mkdir()
+    proc: subprocess.Popen[str] | None = None
+    try:
+        merged = buildah("mount", container).stdout.strip()
+        script = " && ".join(
+            [
+                "ip link set lo up",
+                f"mount --bind {merged} {root}",
+                f"mount --rbind /dev {root}/dev",
+                f"mount -o remount,bind,ro {root}",
+                f"mount -t tmpfs -o size=64m,mode=1777 tmpfs {root}/tmp",
+                f"mount --bind {config_dir} {root}/etc/ahp-gateway",
+                f"mount -o remount,bind,ro {root}/etc/ahp-gateway",
+                f"exec chroot --userspec={user} {root} env -i {' '.join(image_env + env)} {' '.join(command)}",
+            ]
+        )
+        log = tmp_path / "gateway.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                ["unshare", "--mount", "--net", "--propagation", "private", "--fork", "sh", "-ec", script],
+                stdout=out, stderr=subprocess.STDOUT, text=True,
+            )
+        deadline = time.monotonic() + 60
+        gateway_pid = None
+        status = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            gateway_pid = gateway_pid or next(iter(_children(proc.pid)), None)
+            if gateway_pid:
+                code = (
+                    "import urllib.request\n"
+                    "for path in ('/healthz', '/readyz'):\n"
+                    f"    r = urllib.request.urlopen('http://127.0.0.1:{ports['admin']}' + path, timeout=2)\n"
+                    "    print(path, r.status, r.read().decode())\n"
+                )
+                probe = subprocess.run(
+                    ["nsenter", f"--net=/proc/{gateway_pid}/ns/net", sys.executable, "-c", code],
+                    capture_output=True, text=True, timeout=30, check=False,
+                )
+                if probe.returncode == 0:
+                    status = probe.stdout
+                    break
+            time.sleep(0.5)
+        assert status, f"the gateway did not become ready:\n{log.read_text()}"
+        assert "/healthz 200" in status and '/readyz 200 {"ready": true' in status, status
+        owner = Path(f"/proc/{gateway_pid}/status").read_text()
+        assert re.search(r"^Uid:\s+65532\s", owner, re.MULTILINE), "the gateway must run as the pod user"
+        assert "Traceback" not in log.read_text()
+    finally:
+        if proc is not None:
+            for pid in _children(proc.pid):
+                os.kill(pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                for pid in _children(proc.pid):
+                    os.kill(pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        subprocess.run([*buildah.prefix, "umount", container], capture_output=True, timeout=120, check=False)
         subprocess.run([*buildah.prefix, "rm", container], capture_output=True, timeout=120, check=False)

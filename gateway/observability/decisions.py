@@ -1,0 +1,122 @@
+"""The decision log: one JSON line per settled intercept, written by a background thread so the
+event loop never blocks on I/O. Tool inputs, reasons and message texts are only included with
+``log.includeContent: true``; credentials never appear (they are not in the records at all)."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from gateway.settle.ledger import Decision, Outcome
+
+_STOP = object()
+
+
+def record(decision: Decision, *, include_content: bool) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "time": datetime.fromtimestamp(decision.wall_time, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "event": {"id": decision.event_id, "type": decision.event_type, "source": decision.source},
+        "tool": decision.tool,
+        "principal": decision.principal,
+        "traceId": decision.trace_id,
+        "outcome": decision.outcome.value,
+        "decidedBy": decision.decided_by,
+        "kind": decision.kind,
+        "code": decision.code,
+        "effects": decision.effects,
+        "upstreams": [
+            {
+                "id": s.hook_id,
+                "subscription": s.key,
+                "transport": s.kind,
+                "outcome": s.outcome.value,
+                "failure": s.failure,
+                "latencyMs": round(s.latency * 1000, 3),
+            }
+            for s in decision.steps
+        ],
+        "totalMs": round(decision.total * 1000, 3),
+        "overheadMs": round(max(0.0, decision.total - decision.upstream_wait) * 1000, 3),
+        "parallel": decision.parallel,
+    }
+    if decision.rpc_error is not None:
+        line["rpcError"] = decision.rpc_error
+    if include_content:
+        event = decision.event or {}
+        line["input"] = event.get("tool", {}).get("input") if isinstance(event.get("tool"), dict) else None
+        line["answer"] = decision.response_effects
+    return line
+
+
+class DecisionLog:
+    def __init__(
+        self,
+        target: str,
+        *,
+        include_content: bool = False,
+        sample_no_effect: float = 1.0,
+        on_drop: Callable[[], None] | None = None,
+        capacity: int = 10_000,
+    ) -> None:
+        self.include_content = include_content
+        self.sample_no_effect = sample_no_effect
+        self._on_drop = on_drop
+        self._queue: queue.Queue[object] = queue.Queue(capacity)
+        self._stream: IO[bytes]
+        self._owned = False
+        if target == "stdout":
+            self._stream = sys.stdout.buffer
+        elif target == "stderr":
+            self._stream = sys.stderr.buffer
+        else:
+            path = Path(target)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream = path.open("ab")
+            self._owned = True
+        self._thread = threading.Thread(target=self._run, name="decision-log", daemon=True)
+        self._thread.start()
+
+    def write(self, decision: Decision) -> None:
+        if decision.outcome is Outcome.NO_EFFECT and self.sample_no_effect < 1.0 and random.random() >= self.sample_no_effect:
+            return
+        try:
+            self._queue.put_nowait(record(decision, include_content=self.include_content))
+        except queue.Full:
+            if self._on_drop is not None:
+                self._on_drop()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                break
+            try:
+                self._stream.write(orjson.dumps(item) + b"\n")
+                if self._queue.empty():
+                    self._stream.flush()
+            except (OSError, ValueError):  # a closed or full stream must not kill the writer
+                continue
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()
+
+    def close(self, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._queue.empty() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        try:
+            self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Full:
+            return
+        self._thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        if self._owned:
+            self._stream.close()

@@ -1,0 +1,137 @@
+"""The engine's telemetry sink in production: metrics, decision log and tracing together."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.observability.decisions import DecisionLog
+from gateway.observability.metrics import Metrics, event_label, method_label
+from gateway.observability.tracing import Spans, TraceContext, child_headers, from_request
+from gateway.settle.ledger import Decision, Outcome, StepOutcome, StepRecord
+
+INTERCEPT = "hooks/intercept"
+
+
+class Observability:
+    def __init__(
+        self,
+        metrics: Metrics | None = None,
+        decisions: DecisionLog | None = None,
+        *,
+        propagate: bool = True,
+        spans: bool = False,
+    ) -> None:
+        self.metrics = metrics or Metrics()
+        self.decisions = decisions
+        self.propagate = propagate
+        self.spans = Spans() if spans else None
+
+    async def render(self) -> tuple[bytes, str]:
+        return self.metrics.render()
+
+    def close(self) -> None:
+        if self.decisions is not None:
+            self.decisions.close()
+
+    # tracing
+    def begin(self, headers: Mapping[str, str], event: Mapping[str, Any]) -> TraceContext | None:
+        if not self.propagate:
+            return None
+        ctx = from_request(headers, event)
+        if self.spans is not None:
+            self.spans.start_request(ctx, f"ahp intercept {event.get('type')}")
+        return ctx
+
+    def outbound_headers(self, trace: Any, key: str, upstream: str) -> Mapping[str, str] | None:
+        if trace is None:
+            return None
+        span_id = self.spans.start_upstream(trace, key, upstream) if self.spans is not None else None
+        return child_headers(trace, span_id)
+
+    # requests
+    def settled(self, decision: Decision, trace: Any = None) -> None:
+        m = self.metrics
+        etype = event_label(decision.event_type)
+        outcome = "error" if decision.rpc_error is not None else decision.outcome.value
+        m.child(m.requests, INTERCEPT, etype, outcome).inc()
+        m.child(m.duration, INTERCEPT, etype).observe(decision.total)
+        m.child(m.overhead, INTERCEPT, etype).observe(max(0.0, decision.total - decision.upstream_wait))
+        for step in decision.steps:
+            if step.outcome in (StepOutcome.NOT_CALLED, StepOutcome.CANCELLED):
+                continue
+            m.child(m.upstream_duration, step.hook_id, step.kind).observe(step.latency)
+            result = step.failure or ("deny" if step.outcome is StepOutcome.DENY else "ok")
+            m.child(m.upstream_calls, step.hook_id, result).inc()
+            if step.outcome is StepOutcome.FAILED_OPEN:
+                m.child(m.fail_open, step.hook_id, step.failure or "unknown").inc()
+        if decision.outcome is Outcome.DENY and decision.decided_by:
+            code = m.bounded_code(decision.decided_by, decision.code)
+            m.child(m.denials, decision.decided_by, code, decision.kind or "explicit").inc()
+        if trace is not None:
+            decision.trace_id = trace.trace_id
+            if self.spans is not None:
+                self.spans.finish(
+                    trace,
+                    {"ahp.event.type": decision.event_type, "ahp.outcome": outcome, "ahp.decided_by": decision.decided_by},
+                    decision.steps,
+                )
+        if self.decisions is not None:
+            decision.wall_time = time.time()
+            self.decisions.write(decision)
+
+    def inflight(self, delta: int) -> None:
+        self.metrics.inflight.inc(delta)
+
+    def rejected(self, method: str, reason: str) -> None:
+        m = self.metrics
+        m.child(m.rejected, method_label(method), reason).inc()
+
+    def discovery(self, method: str) -> None:
+        m = self.metrics
+        m.child(m.requests, method_label(method), "other", "ok").inc()
+
+    def routed(self, hook_id: str) -> None:
+        m = self.metrics
+        m.child(m.route_matches, hook_id).inc()
+
+    def cel_error(self, expression_id: str) -> None:
+        m = self.metrics
+        m.child(m.cel_errors, expression_id).inc()
+
+    def parallel_fallback(self) -> None:
+        self.metrics.parallel_fallbacks.inc()
+
+    def shadow(self, hook_id: str, verdict: str, record: StepRecord) -> None:
+        m = self.metrics
+        m.child(m.shadow, hook_id, verdict).inc()
+
+    # observe
+    def observe_received(self, status: str) -> None:
+        m = self.metrics
+        m.child(m.observe_received, status).inc()
+
+    def observe_dropped(self, reason: str) -> None:
+        m = self.metrics
+        m.child(m.observe_drops, reason).inc()
+        m.child(m.observe_received, "dropped").inc()
+
+    def observe_queue(self, depth: int) -> None:
+        self.metrics.observe_queue.set(depth)
+
+    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None:
+        m = self.metrics
+        m.child(m.observe_deliveries, hook_id, outcome).inc()
+
+    def circuit(self, hook_id: str, is_open: bool) -> None:
+        m = self.metrics
+        m.child(m.circuit_open, hook_id).set(1 if is_open else 0)
+
+    # configuration
+    def reloaded(self, ok: bool) -> None:
+        m = self.metrics
+        m.child(m.reloads, "success" if ok else "failure").inc()
+        m.config_ok.set(1 if ok else 0)
+        if ok:
+            m.last_reload.set(time.time())
