@@ -96,6 +96,18 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     loaded = _load_or_exit(args.config)
     _compile_or_exit(loaded)
+    if args.workers > 1:
+        port = args.port if args.port is not None else loaded.config.listen.port
+        if port == 0:
+            print("error: --workers needs a fixed listen port", file=sys.stderr)
+            return 2
+        from gateway.server.workers import supervise
+
+        child = ["--log-level", args.log_level, "serve", "--worker"]
+        for flag, value in (("--config", args.config), ("--host", args.host), ("--port", args.port), ("--admin-port", args.admin_port)):
+            if value is not None:
+                child += [flag, str(value)]
+        return supervise(child, args.workers)
     for warning in loaded.warnings:
         logging.getLogger("ahp_gateway").warning("%s", warning)
     try:
@@ -107,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.server.app import GatewayServer
 
     async def main() -> None:
-        server = GatewayServer(loaded, host=args.host, port=args.port, admin_port=args.admin_port)
+        server = GatewayServer(loaded, host=args.host, port=args.port, admin_port=args.admin_port, reuse_port=args.worker)
         await server.start()
         log = logging.getLogger("ahp_gateway")
         if loaded.is_default:
@@ -205,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="override listen.host")
     serve.add_argument("--port", type=int, help="override listen.port")
     serve.add_argument("--admin-port", type=int, help="override admin.port")
+    serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (SO_REUSEPORT)")
+    serve.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check", help="validate a configuration and print the chain per event")

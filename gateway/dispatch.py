@@ -100,6 +100,10 @@ class Engine:
         return self._queue.qsize()
 
     # ------------------------------------------------------------------ entry point
+    def open_circuits(self) -> list[str]:
+        """Upstreams whose circuit is open (reported by /readyz; never changes readiness)."""
+        return sorted(h for h, b in self._breakers.items() if b.is_open)
+
     def users(self, snap: RuntimeConfig) -> int:
         """Requests still running on ``snap`` (a retired snapshot closes when this reaches 0)."""
         return self._users.get(id(snap), 0)

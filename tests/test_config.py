@@ -89,7 +89,7 @@ RULES = [
     ("hooks.0.transport.url", "ftp://x/", "$.hooks[0].transport.url", "pattern"),
     ("hooks.0.transport.headers", {"Authorization": "Bearer x"}, "$.hooks[0].transport.headers", "literal credential"),
     ("hooks.0.transport", {"type": "stdio", "command": "x", "lifecycle": "persistent"}, "$.hooks[0]", "authentication applies to http"),
-    ("hooks.0.subscriptions", None, "$.hooks[0]", "subscriptions are required"),
+    ("hooks.0.subscriptions", None, "$.hooks[0].subscriptions", "does not discover"),
     ("protocolVersions", ["0.1"], "$.protocolVersions", "not implemented"),
     ("id", "gateway", "$.id", "pattern"),
     ("limits", {"deadlineMs": 0}, "$.limits.deadlineMs", "greater than or equal to 1"),

@@ -141,6 +141,8 @@ def _validation_issues(exc: ValidationError, source: _Source, prefix: tuple[Path
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "missing":
             message = "required field is missing"
+            if path and path[-1] == "subscriptions":
+                message += " (the gateway does not discover an upstream's subscriptions at run time)"
         elif err["type"] == "union_tag_invalid":
             message = f"unknown value {err.get('input', {}).get(err['ctx']['discriminator'].strip(chr(39)), '?')!r} for {err['ctx']['discriminator']} (expected {err['ctx']['expected_tags']})"
         elif err["type"] == "union_tag_not_found":

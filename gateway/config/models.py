@@ -263,11 +263,6 @@ class Backend(Model):
         if isinstance(data, dict):
             if "contentReceiver" in data:
                 raise ValueError("contentReceiver is not supported (no compatibility alias exists)")
-            if "subscriptions" not in data:
-                raise ValueError(
-                    "subscriptions are required: the gateway does not discover an upstream's "
-                    "subscriptions at run time (hooks/configuration)"
-                )
             if data.get("authentication") is not None:
                 _guard_auth(data["authentication"])
                 transport = data.get("transport")

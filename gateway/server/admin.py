@@ -3,6 +3,7 @@ draining) and ``/metrics`` (Prometheus text format, when observability is wired 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,9 @@ class Readiness:
 
 
 def build_admin(
-    readiness: Readiness, metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None
+    readiness: Readiness,
+    metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None,
+    extra: Callable[[], dict[str, Any]] | None = None,
 ) -> web.Application:
     app = web.Application()
 
@@ -36,7 +39,9 @@ def build_admin(
             "configLoaded": readiness.config_loaded,
             "listening": readiness.listening,
             "draining": readiness.draining,
+            "pid": os.getpid(),
             **readiness.details,
+            **(extra() if extra is not None else {}),
         }
         return web.json_response(body, status=200 if readiness.ready else 503)
 

@@ -142,7 +142,8 @@ class GatewayServer:
         app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
         self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
-        admin = build_admin(self.readiness, metrics)
+        engine = self.engine
+        admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": engine.open_circuits()})
         self._admin_runner, self.admin_port = await self._serve(admin, self.admin_host, self.admin_port, cancel=False)
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))

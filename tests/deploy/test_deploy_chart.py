@@ -251,8 +251,14 @@ def test_shutdown_sequence_fits_the_grace_period(render: Render, values: Path | 
     docs = render(files_of(values))
     _, pod, container = deployment_parts(docs)
     shutdown = gateway_config(docs)["shutdown"]
-    pre_stop = container["lifecycle"]["preStop"]
-    sleep = pre_stop["sleep"]["seconds"] if "sleep" in pre_stop else int(pre_stop["exec"]["command"][-1])
+    pre_stop = container.get("lifecycle", {}).get("preStop")
+    if pre_stop is None:
+        sleep = 0
+    elif "sleep" in pre_stop:
+        sleep = pre_stop["sleep"]["seconds"]
+    else:
+        assert pre_stop["exec"]["command"][0] == "sleep"
+        sleep = int(pre_stop["exec"]["command"][-1])
     values_shutdown = load_values(values)["shutdown"]
     assert sleep == values_shutdown["preStopSleepSeconds"]
     assert shutdown == {
