@@ -60,8 +60,7 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
         f"OK {loaded.path.name}: id {cfg.id}, protocol {', '.join(cfg.protocolVersions)}, "
         f"fanout {cfg.fanout}, deadline {cfg.limits.deadlineMs} ms",
     ]
-    for warning in loaded.warnings:
-        lines.append(f"warning: {warning}")
+    lines.extend(f"warning: {warning}" for warning in loaded.warnings)
 
     def describe(route: Route) -> str:
         when = " [when]" if route.when else ""
@@ -104,7 +103,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from gateway.server.workers import supervise
 
         child = ["--log-level", args.log_level, "serve", "--worker"]
-        for flag, value in (("--config", args.config), ("--host", args.host), ("--port", args.port), ("--admin-port", args.admin_port)):
+        for flag, value in (
+            ("--config", args.config),
+            ("--host", args.host),
+            ("--port", args.port),
+            ("--admin-port", args.admin_port),
+        ):
             if value is not None:
                 child += [flag, str(value)]
         return supervise(child, args.workers)
@@ -119,12 +123,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.server.app import GatewayServer
 
     async def main() -> None:
-        server = GatewayServer(loaded, host=args.host, port=args.port, admin_port=args.admin_port, reuse_port=args.worker)
+        server = GatewayServer(
+            loaded, host=args.host, port=args.port, admin_port=args.admin_port, reuse_port=args.worker
+        )
         await server.start()
         log = logging.getLogger("ahp_gateway")
         if loaded.is_default:
             log.warning("serving the bundled default configuration (local CEL policies, no external upstream)")
-        log.info("AHP gateway %s listening on %s (admin on %s:%s)", cfg_id, server.url, server.admin_host, server.admin_port)
+        log.info(
+            "AHP gateway %s listening on %s (admin on %s:%s)", cfg_id, server.url, server.admin_host, server.admin_port
+        )
         await server.run_forever()
 
     cfg_id = loaded.config.id
@@ -244,5 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     return int(args.func(args))

@@ -55,7 +55,9 @@ def manifest_result(cfg: GatewayConfig, served: list[str], observed: list[str], 
             entry["capabilities"] = _bound(schemas, event)
         events.append(entry)
     if "user.elicitation.result" in served:
-        gaps.append({"path": "user.elicitation.result.modify", "reason": "form-answer edits are not settled by the gateway"})
+        gaps.append(
+            {"path": "user.elicitation.result.modify", "reason": "form-answer edits are not settled by the gateway"}
+        )
     gaps += [
         {"path": "effects.extensions", "reason": "extension effect names are not forwarded to upstreams"},
         {"path": "items.body", "reason": "attachment bytes are not re-uploaded; upstreams receive gaps"},

@@ -124,7 +124,9 @@ class Engine:
             else:
                 del users[key]
 
-    async def _handle(self, snap: RuntimeConfig, body: bytes, headers: Mapping[str, str] | None) -> tuple[int, bytes | None]:
+    async def _handle(
+        self, snap: RuntimeConfig, body: bytes, headers: Mapping[str, str] | None
+    ) -> tuple[int, bytes | None]:
         started = time.perf_counter()
         try:
             msg = wire.loads(body)
@@ -261,9 +263,7 @@ class Engine:
         activation: Activation | None = None
         if snap.uses_cel or any(r.upstream.kind == "local" for r in (*routes, *shadows)):
             variables = self._variables(snap, INTERCEPT, version, params["capabilities"], headers)
-            activation = snap.cel.activation(
-                {**variables, "event": event}, maybe_nul=_NUL in body or b"\x00" in body
-            )
+            activation = snap.cel.activation({**variables, "event": event}, maybe_nul=_NUL in body or b"\x00" in body)
         dropped: list[Route] = []
         if snap.uses_cel:
             selected, dropped = self._routed(routes, activation, decision)
@@ -276,7 +276,9 @@ class Engine:
         caps = narrow(params["capabilities"], etype)
         state0 = params.get("state") or _DEFAULT_STATE
         if shadow_selected:
-            self._launch_shadows(snap, shadow_selected, rid, version, event, caps, state0, variables, activation, decision)
+            self._launch_shadows(
+                snap, shadow_selected, rid, version, event, caps, state0, variables, activation, decision
+            )
         if not selected or state0["permission"] == "deny" or state0.get("flow") == "stop":
             # No subscription means no decision step (AHP-REG-002); a settled decision is final.
             return self._answer(snap, rid, version, etype, [], decision, started, trace)
@@ -358,7 +360,9 @@ class Engine:
         try:
             if isinstance(upstream, LocalPolicyUpstream):
                 return await upstream.intercept(request, budget, variables=variables, shared=activation)
-            return await upstream.intercept(request, budget, self.telemetry.outbound_headers(trace, route.key, route.hook_id))
+            return await upstream.intercept(
+                request, budget, self.telemetry.outbound_headers(trace, route.key, route.hook_id)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug must not crash the request: fail by policy
@@ -377,6 +381,7 @@ class Engine:
     ) -> tuple[str, str] | None:
         """Accept and fold one answer. Returns (upstream, failure class) on a fail-closed failure."""
         params = request["params"]
+        settled: Accepted | Failure
         if isinstance(outcome, Reply):
             exp = Expectation(
                 request_id=request["id"],
@@ -389,38 +394,40 @@ class Engine:
                 response_check=snap.schemas.response_for[chain.event["type"]],
                 event_check=snap.schemas.event_for[chain.event["type"]],
             )
-            outcome = accept(outcome, exp)
+            settled = accept(outcome, exp)
+        else:
+            settled = outcome
         record = StepRecord(route.key, route.hook_id, route.upstream.kind, StepOutcome.NO_EFFECT, latency)
         decision.steps.append(record)
         breaker = self._breakers.get(route.hook_id)
-        if breaker is not None and not (isinstance(outcome, Failure) and outcome.kind is FailureClass.CIRCUIT_OPEN):
-            if breaker.record(not isinstance(outcome, Failure)):
-                self.telemetry.circuit(route.hook_id, breaker.is_open)
-                log.warning("circuit for %s is now %s", route.hook_id, "open" if breaker.is_open else "closed")
-        if isinstance(outcome, Failure):
-            record.failure, record.detail = outcome.kind.value, outcome.detail
+        fast_failed = isinstance(settled, Failure) and settled.kind is FailureClass.CIRCUIT_OPEN
+        if breaker is not None and not fast_failed and breaker.record(not isinstance(settled, Failure)):
+            self.telemetry.circuit(route.hook_id, breaker.is_open)
+            log.warning("circuit for %s is now %s", route.hook_id, "open" if breaker.is_open else "closed")
+        if isinstance(settled, Failure):
+            record.failure, record.detail = settled.kind.value, settled.detail
             log.warning(
                 "upstream %s failed (%s: %s) under %s",
                 route.hook_id,
-                outcome.kind.value,
-                outcome.detail,
+                settled.kind.value,
+                settled.detail,
                 "fail-closed" if route.fail_closed else "fail-open",
             )
             if route.fail_closed:
                 record.outcome = StepOutcome.FAILED_CLOSED
-                return route.hook_id, outcome.kind.value
+                return route.hook_id, settled.kind.value
             record.outcome = StepOutcome.FAILED_OPEN
             return None
-        assert isinstance(outcome, Accepted)
-        record.effects = tuple(e["type"] for e in outcome.effects)
-        record.answer = outcome.effects
+        assert isinstance(settled, Accepted)
+        record.effects = tuple(e["type"] for e in settled.effects)
+        record.answer = settled.effects
         had_deny = chain.deny is not None
-        chain.fold(outcome, route.hook_id)
+        chain.fold(settled, route.hook_id)
         if chain.deny is not None and not had_deny:
             record.outcome = StepOutcome.DENY
         elif chain.flow == "stop" and "flow" in record.effects:
             record.outcome = StepOutcome.STOP
-        elif outcome.effects:
+        elif settled.effects:
             record.outcome = StepOutcome.EFFECTS
         return None
 
@@ -451,7 +458,9 @@ class Engine:
             failure = self._settle_step(snap, route, outcome, request, chain, latency, decision)
             if failure is not None or chain.halted:
                 for skipped in routes[index + 1 :]:
-                    decision.steps.append(StepRecord(skipped.key, skipped.hook_id, skipped.upstream.kind, StepOutcome.NOT_CALLED))
+                    decision.steps.append(
+                        StepRecord(skipped.key, skipped.hook_id, skipped.upstream.kind, StepOutcome.NOT_CALLED)
+                    )
                 return failure
         return None
 
@@ -513,7 +522,11 @@ class Engine:
         response = {"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": version, "effects": effects}}
         if effects and not snap.schemas.response_for[etype].ok(response):
             # A collapse bug must never reach a harness as an invalid answer.
-            log.error("collapsed response failed self-validation for %s: %s", etype, snap.schemas.response_for[etype].explain(response))
+            log.error(
+                "collapsed response failed self-validation for %s: %s",
+                etype,
+                snap.schemas.response_for[etype].explain(response),
+            )
             decision.outcome, decision.rpc_error = Outcome.ERROR, int(RpcCode.INTERNAL_ERROR)
             self._finish(decision, started, trace)
             return 200, wire.error_body(rid, RpcCode.INTERNAL_ERROR)
@@ -576,12 +589,18 @@ class Engine:
         self._settle_step(snap, route, outcome, request, chain, loop.time() - now, shadow)
         record = shadow.steps[0]
         record.shadow = True
-        verdict = "deny" if chain.deny is not None else ("error" if record.failure else _outcome(chain.messages + chain.modifications))
+        verdict = (
+            "deny"
+            if chain.deny is not None
+            else ("error" if record.failure else _outcome(chain.messages + chain.modifications))
+        )
         self.telemetry.shadow(route.hook_id, str(verdict), record)
         log.info("shadow %s verdict=%s event=%s", route.hook_id, verdict, decision.event_id)
 
     # ------------------------------------------------------------------ observe
-    def _accept_observation(self, snap: RuntimeConfig, msg: dict[str, Any], params: dict[str, Any], body: bytes) -> None:
+    def _accept_observation(
+        self, snap: RuntimeConfig, msg: dict[str, Any], params: dict[str, Any], body: bytes
+    ) -> None:
         if params.get("protocolVersion") not in snap.versions or not snap.schemas.observe_notification.ok(msg):
             self.telemetry.observe_received("invalid")
             return
@@ -629,7 +648,9 @@ class Engine:
             note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
             started = time.perf_counter()
             failure = await route.upstream.observe(note, snap.observe_timeout)
-            self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok", time.perf_counter() - started)
+            self.telemetry.observe_delivered(
+                route.hook_id, failure.kind.value if failure else "ok", time.perf_counter() - started
+            )
             if failure is not None:
                 log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
 

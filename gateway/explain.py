@@ -28,7 +28,10 @@ def request_from(document: dict[str, Any], capabilities: dict[str, Any] | None, 
     event = complete_event(document, 0)
     if capabilities is None:
         bound = snap.manifest["events"]
-        capabilities = next((e["capabilities"] for e in bound if e["event"] == event.get("type") and "capabilities" in e), {"effects": ["deny", "message"]})
+        capabilities = next(
+            (e["capabilities"] for e in bound if e["event"] == event.get("type") and "capabilities" in e),
+            {"effects": ["deny", "message"]},
+        )
     return {
         "jsonrpc": "2.0",
         "id": event["id"],
@@ -75,9 +78,9 @@ def explain(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
             local_request = {**request, "params": {**params, "capabilities": caps}}
             evaluation = upstream.evaluate(local_request, activation, trace=True)
             for entry in evaluation.trace:
-                result = entry.result if isinstance(entry.result, str) else str(entry.result).lower()
+                value = entry.result if isinstance(entry.result, str) else str(entry.result).lower()
                 fired = f" -> {entry.emitted}" if entry.emitted else ""
-                lines.append(f"      rule {entry.file}:{entry.rule} = {result}{fired}")
+                lines.append(f"      rule {entry.file}:{entry.rule} = {value}{fired}")
             if evaluation.error is not None:
                 lines.append("      local backend: evaluation error (its failure policy applies)")
             else:

@@ -9,7 +9,6 @@ never mixes two configurations within one request.
 from __future__ import annotations
 
 import os
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +103,9 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
             return (engine.compile(source, ident),)
         except CelCompileError as exc:
             where = f"{exc.line}:{exc.column}: " if exc.line else ""
-            issues.append(Issue(str(file_of_hooks), json_path(items), f"CEL {where}{exc.message}", line_of(file_of_hooks, items)))
+            issues.append(
+                Issue(str(file_of_hooks), json_path(items), f"CEL {where}{exc.message}", line_of(file_of_hooks, items))
+            )
             return ()
 
     upstreams: list[Upstream] = []
@@ -129,7 +130,9 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
         hook_skip = (gw.onError == "skip",) * len(hook_when) if gw else ()
         is_shadow = bool(gw and gw.mode == "shadow")
         for s_index, sub in enumerate(hook.subscriptions):
-            sub_when = compile_when(sub.when if gw else None, (*at, "subscriptions", s_index, "when"), f"{hook.id}#{s_index}.when")
+            sub_when = compile_when(
+                sub.when if gw else None, (*at, "subscriptions", s_index, "when"), f"{hook.id}#{s_index}.when"
+            )
             when = hook_when + sub_when
             uses_cel = uses_cel or bool(when)
             expression_ids.extend(p.id for p in when if p.id not in expression_ids)
@@ -195,13 +198,18 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
 
 
 def _upstream(
-    hook: Backend, loaded: LoadedConfig, pool: ClientPool, engine: Engine, issues: list[Issue], at: tuple[str | int, ...]
+    hook: Backend,
+    loaded: LoadedConfig,
+    pool: ClientPool,
+    engine: Engine,
+    issues: list[Issue],
+    at: tuple[str | int, ...],
 ) -> Upstream | None:
     base: Path = loaded.base_dir
     transport = hook.transport
     if isinstance(transport, HttpTransport):
         auth = hook.authentication
-        authorizer = None
+        authorizer: BearerToken | ClientCredentials | None = None
         if auth is not None and auth.type == "bearer":
             authorizer = BearerToken.from_config(auth.tokenEnv, auth.tokenRef, base)
         gw = hook if isinstance(hook, GatewayBackend) else None
@@ -223,14 +231,13 @@ def _upstream(
             issues.extend(exc.issues)
             return None
         return LocalPolicyUpstream(hook.id, library, engine)
-    if isinstance(transport, StdioTransport):
-        return StdioUpstream(
-            hook_id=hook.id,
-            command=transport.command,
-            args=list(transport.args),
-            lifecycle=transport.lifecycle,
-            cwd=Path(os.path.abspath(base / transport.cwd)) if transport.cwd else None,
-            env=transport.env,
-            max_line_bytes=loaded.config.limits.maxResponseBytes,
-        )
-    return None  # pragma: no cover - the transport union is closed
+    assert isinstance(transport, StdioTransport)
+    return StdioUpstream(
+        hook_id=hook.id,
+        command=transport.command,
+        args=list(transport.args),
+        lifecycle=transport.lifecycle,
+        cwd=Path(os.path.abspath(base / transport.cwd)) if transport.cwd else None,
+        env=transport.env,
+        max_line_bytes=loaded.config.limits.maxResponseBytes,
+    )

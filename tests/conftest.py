@@ -51,8 +51,14 @@ ALL_TOOL_BEFORE_CAPS: dict[str, Any] = {
 }
 
 
-def intercept(event: dict[str, Any], caps: dict[str, Any] | None = None, state: dict[str, Any] | None = None, rid: Any = None) -> dict[str, Any]:
-    params: dict[str, Any] = {"protocolVersion": "draft", "event": event, "capabilities": copy.deepcopy(caps or {"effects": ["deny"]})}
+def intercept(
+    event: dict[str, Any], caps: dict[str, Any] | None = None, state: dict[str, Any] | None = None, rid: Any = None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "protocolVersion": "draft",
+        "event": event,
+        "capabilities": copy.deepcopy(caps or {"effects": ["deny"]}),
+    }
     if state is not None:
         params["state"] = state
     return {"jsonrpc": "2.0", "id": event["id"] if rid is None else rid, "method": "hooks/intercept", "params": params}
@@ -110,7 +116,7 @@ async def stub_factory() -> AsyncIterator[Callable[..., Awaitable[Stub]]]:
             out = stub.answer(body) if stub.answer else result(body, [])
             if asyncio.iscoroutine(out):
                 out = await out
-            status, payload = (out if isinstance(out, tuple) else (200, out))
+            status, payload = out if isinstance(out, tuple) else (200, out)
             if isinstance(payload, bytes | str):
                 return web.Response(status=status, body=payload, content_type="application/json")
             return web.Response(status=status, body=json.dumps(payload), content_type="application/json")
@@ -127,12 +133,26 @@ async def stub_factory() -> AsyncIterator[Callable[..., Awaitable[Stub]]]:
         await runner.cleanup()
 
 
-def hook(hook_id: str, url: str, *, policy: str = "fail-closed", timeout: int = 1000, events: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def hook(
+    hook_id: str,
+    url: str,
+    *,
+    policy: str = "fail-closed",
+    timeout: int = 1000,
+    events: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "id": hook_id,
         "transport": {"type": "http", "url": url},
         "subscriptions": [
-            {"mode": "intercept", "events": events or ["tool.before"], "timeoutMs": timeout, "failurePolicy": policy, "content": {"default": "body"}}
+            {
+                "mode": "intercept",
+                "events": events or ["tool.before"],
+                "timeoutMs": timeout,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
         ],
     }
     entry.update(extra)
@@ -174,7 +194,9 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def post(session: aiohttp.ClientSession, url: str, body: Any, *, content_type: str = "application/json") -> tuple[int, Any]:
+async def post(
+    session: aiohttp.ClientSession, url: str, body: Any, *, content_type: str = "application/json"
+) -> tuple[int, Any]:
     data = body if isinstance(body, bytes | str) else json.dumps(body)
     async with session.post(url, data=data, headers={"Content-Type": content_type}) as response:
         raw = await response.read()

@@ -98,7 +98,13 @@ def registration(entries: list[tuple[str, str, str, int]], *, observe: bool = Fa
     hooks = []
     for hook_id, url, policy, timeout in entries:
         subs: list[dict[str, Any]] = [
-            {"events": ["tool.before"], "mode": "intercept", "timeoutMs": timeout, "failurePolicy": policy, "content": {"default": "body"}}
+            {
+                "events": ["tool.before"],
+                "mode": "intercept",
+                "timeoutMs": timeout,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
         ]
         if observe:
             subs.append({"events": ["tool.before"], "mode": "observe", "content": {"default": "body"}})
@@ -115,7 +121,9 @@ def host_capabilities(*, full: bool = True) -> Any:
         return_result=full,
         modify_input=capability.Modify.REPLACE_AND_MERGE if full else None,
         flow=capability.FlowStop() if full else None,
-        inject_context=capability.InjectContext(deliver_at=(capability.Delivery.NOW, capability.Delivery.NEXT_TURN)) if full else None,
+        inject_context=capability.InjectContext(deliver_at=(capability.Delivery.NOW, capability.Delivery.NEXT_TURN))
+        if full
+        else None,
     )
     return capability.HostCapabilities(tool_before=capability.ToolBeforeCapabilities(intercept=intercept, observe=True))
 
@@ -134,7 +142,9 @@ async def harness(reg: dict[str, Any], *, full: bool = True) -> AsyncIterator[An
 async def tool_before(hooks: Any, command: str, call_id: str = "call-1") -> Any:
     async with asyncio.timeout(20):
         return await hooks.tool_before(
-            event.ToolBeforeInput(call_id=call_id, path="native", name="shell", origin="native", input={"command": command})
+            event.ToolBeforeInput(
+                call_id=call_id, path="native", name="shell", origin="native", input={"command": command}
+            )
         )
 
 
@@ -147,5 +157,7 @@ def settled(result: Any) -> dict[str, Any]:
         "candidate": None if candidate is None else candidate.value,
         "messages": [m.text for m in result.messages],
         "injections": [dict(i) for i in result.injections],
-        "flow": None if result.flow is None else str(result.flow.value if hasattr(result.flow, "value") else result.flow),
+        "flow": None
+        if result.flow is None
+        else str(result.flow.value if hasattr(result.flow, "value") else result.flow),
     }

@@ -25,7 +25,9 @@ def main() -> None:
     def on_tool_before(ctx):  # type: ignore[no-untyped-def]
         command = str((ctx.event.tool.input or {}).get("command", ""))
         if "--force" in command:
-            return hooks.ToolBeforeReply(effects=(_models.DenyEffect.from_dict({"type": "deny", "reason": "stdio says no"}),))
+            return hooks.ToolBeforeReply(
+                effects=(_models.DenyEffect.from_dict({"type": "deny", "reason": "stdio says no"}),)
+            )
         return hooks.ToolBeforeReply()
 
     seen = []

@@ -16,7 +16,14 @@ EVENT = {
 
 
 def evaluate(source: str, event: dict | None = None, **variables):
-    values = {"event": EVENT if event is None else event, "method": "hooks/intercept", "protocolVersion": "draft", "capabilities": {}, "principal": {}, "headers": {}}
+    values = {
+        "event": EVENT if event is None else event,
+        "method": "hooks/intercept",
+        "protocolVersion": "draft",
+        "capabilities": {},
+        "principal": {},
+        "headers": {},
+    }
     values.update(variables)
     return ENGINE.compile(source, "t").eval(ENGINE.activation(values))
 
@@ -69,7 +76,7 @@ def test_runtime_errors_come_back_as_values(source):
         ("event.type ==", 1, 14, "Syntax error"),
         ("1 + 1", 1, 1, "expected bool"),
         ('event.type == "a" &&\n  nope(event)', 2, 7, "undeclared reference"),
-        ('method + 1 == 2', 1, 8, "no matching overload"),
+        ("method + 1 == 2", 1, 8, "no matching overload"),
     ],
 )
 def test_compile_errors_carry_positions(source, line, column, fragment):

@@ -14,7 +14,12 @@ DENY = {"type": "deny", "reason": "not allowed", "code": "org.example.policy.no"
 
 async def test_serial_order_event_and_state_flow_to_later_upstreams(gateway_factory, stub_factory, http):
     """AHP-COMP-001: later upstreams see earlier accepted modifications and the pending state."""
-    first = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"cwd": "/tmp"}}, {"type": "allow"}]))
+    first = await stub_factory(
+        lambda r: result(
+            r,
+            [{"type": "modify", "target": "input", "operation": "merge", "value": {"cwd": "/tmp"}}, {"type": "allow"}],
+        )
+    )
     second = await stub_factory(lambda r: result(r, [{"type": "message", "text": "checked"}]))
     gw = await gateway_factory(gateway_config([hook("org.example.a", first.url), hook("org.example.b", second.url)]))
     req = intercept(tool_before("ls"), ALL_TOOL_BEFORE_CAPS)
@@ -35,7 +40,11 @@ async def test_serial_order_event_and_state_flow_to_later_upstreams(gateway_fact
 async def test_later_change_invalidates_earlier_allow_and_return(gateway_factory, stub_factory, http):
     """Protocol §8.2: a relevant change invalidates an earlier approval and supplied result."""
     a = await stub_factory(lambda r: result(r, [{"type": "allow"}, {"type": "return", "value": {"stdout": "cached"}}]))
-    b = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "ls -l"}}]))
+    b = await stub_factory(
+        lambda r: result(
+            r, [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "ls -l"}}]
+        )
+    )
     gw = await gateway_factory(gateway_config([hook("org.example.a", a.url), hook("org.example.b", b.url)]))
     _, body = await post(http, gw.url, intercept(tool_before("ls"), ALL_TOOL_BEFORE_CAPS))
     assert b.received[0]["params"]["state"] == {"permission": "allow", "candidate": {"value": {"stdout": "cached"}}}
@@ -86,7 +95,12 @@ def tool_after(n: int = 1) -> dict:
 TOOL_AFTER_CAPS = {
     "effects": ["modify", "flow", "message"],
     "modify": {"output": {"replace": True, "merge": True}},
-    "flow": {"operations": ["stop", "continue"], "remainingContinuations": 2, "continuationCount": 1, "maxContinuations": 3},
+    "flow": {
+        "operations": ["stop", "continue"],
+        "remainingContinuations": 2,
+        "continuationCount": 1,
+        "maxContinuations": 3,
+    },
 }
 
 
@@ -96,7 +110,11 @@ async def test_capabilities_are_narrowed_never_widened(gateway_factory, stub_fac
     a = await stub_factory(lambda r: result(r, [{"type": "flow", "operation": "continue", "instruction": "again"}]))
     b = await stub_factory(lambda r: result(r, [{"type": "flow", "operation": "continue"}]))
     c = await stub_factory()
-    gw = await gateway_factory(gateway_config([hook(f"org.example.{n}", s.url, events=["tool.after"]) for n, s in zip("abc", (a, b, c), strict=True)]))
+    gw = await gateway_factory(
+        gateway_config(
+            [hook(f"org.example.{n}", s.url, events=["tool.after"]) for n, s in zip("abc", (a, b, c), strict=True)]
+        )
+    )
     status, body = await post(http, gw.url, intercept(tool_after(), TOOL_AFTER_CAPS))
     assert status == 200, body
     assert a.received[0]["params"]["capabilities"] == TOOL_AFTER_CAPS
@@ -112,8 +130,17 @@ async def test_capabilities_are_narrowed_never_widened(gateway_factory, stub_fac
 
 async def test_exhausted_continuation_allowance_rejects_the_answer(gateway_factory, stub_factory, http):
     a = await stub_factory(lambda r: result(r, [{"type": "flow", "operation": "continue"}]))
-    b = await stub_factory(lambda r: result(r, [{"type": "message", "text": "x"}, {"type": "flow", "operation": "continue"}]))
-    gw = await gateway_factory(gateway_config([hook("org.example.a", a.url, events=["tool.after"]), hook("org.example.b", b.url, events=["tool.after"], policy="fail-open")]))
+    b = await stub_factory(
+        lambda r: result(r, [{"type": "message", "text": "x"}, {"type": "flow", "operation": "continue"}])
+    )
+    gw = await gateway_factory(
+        gateway_config(
+            [
+                hook("org.example.a", a.url, events=["tool.after"]),
+                hook("org.example.b", b.url, events=["tool.after"], policy="fail-open"),
+            ]
+        )
+    )
     caps = copy.deepcopy(TOOL_AFTER_CAPS)
     caps["flow"]["remainingContinuations"] = 1
     _, body = await post(http, gw.url, intercept(tool_after(), caps))
@@ -139,10 +166,18 @@ async def test_incoming_state_is_passed_and_not_reemitted(gateway_factory, stub_
 
 
 async def test_replace_supersedes_earlier_modifications_in_the_collapse(gateway_factory, stub_factory, http):
-    a = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"a": 1}}]))
-    b = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "x"}}]))
-    c = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"b": 2}}]))
-    gw = await gateway_factory(gateway_config([hook(f"org.example.{n}", s.url) for n, s in zip("abc", (a, b, c), strict=True)]))
+    a = await stub_factory(
+        lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"a": 1}}])
+    )
+    b = await stub_factory(
+        lambda r: result(r, [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "x"}}])
+    )
+    c = await stub_factory(
+        lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"b": 2}}])
+    )
+    gw = await gateway_factory(
+        gateway_config([hook(f"org.example.{n}", s.url) for n, s in zip("abc", (a, b, c), strict=True)])
+    )
     _, body = await post(http, gw.url, intercept(tool_before(), ALL_TOOL_BEFORE_CAPS))
     assert c.received[0]["params"]["event"]["tool"]["input"] == {"command": "x"}
     assert body["result"]["effects"] == [
@@ -170,10 +205,16 @@ FAILURES = {
     "wrong_id": lambda r: {**result(r, []), "id": "someone-else"},
     "unadvertised": lambda r: result(r, [{"type": "allow"}]),
     "missing_result": lambda r: {"jsonrpc": "2.0", "id": r["id"]},
-    "wrong_version": lambda r: {"jsonrpc": "2.0", "id": r["id"], "result": {"protocolVersion": "1900-01-01", "effects": []}},
+    "wrong_version": lambda r: {
+        "jsonrpc": "2.0",
+        "id": r["id"],
+        "result": {"protocolVersion": "1900-01-01", "effects": []},
+    },
     "rpc_error": lambda r: {"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32004, "message": "x"}},
     "atomic_unknown": lambda r: result(r, [{"type": "message", "text": "ok"}, {"type": "unknown"}]),
-    "invalid_deny_salvage": lambda r: result(r, [DENY, {"type": "modify", "target": "input", "operation": "merge", "value": {"x": 1}}]),
+    "invalid_deny_salvage": lambda r: result(
+        r, [DENY, {"type": "modify", "target": "input", "operation": "merge", "value": {"x": 1}}]
+    ),
 }
 
 
@@ -189,7 +230,9 @@ async def test_failure_matrix(gateway_factory, stub_factory, http, failure, poli
     if failure == "down":
         await bad_down(bad)
         url = "http://127.0.0.1:9/"
-    gw = await gateway_factory(gateway_config([hook("org.example.bad", url, policy=policy, timeout=200), hook("org.example.good", good.url)]))
+    gw = await gateway_factory(
+        gateway_config([hook("org.example.bad", url, policy=policy, timeout=200), hook("org.example.good", good.url)])
+    )
     status, body = await post(http, gw.url, intercept(tool_before(), {"effects": ["deny", "message"]}))
     assert status == 200
     effects = body["result"]["effects"]
@@ -227,7 +270,9 @@ async def test_explicit_deny_is_authoritative_under_fail_open(gateway_factory, s
 async def test_earlier_results_survive_a_later_fail_open_rejection(gateway_factory, stub_factory, http):
     a = await stub_factory(lambda r: result(r, [{"type": "message", "text": "kept"}]))
     b = await stub_factory(lambda r: (200, b"garbage"))
-    gw = await gateway_factory(gateway_config([hook("org.example.a", a.url), hook("org.example.b", b.url, policy="fail-open")]))
+    gw = await gateway_factory(
+        gateway_config([hook("org.example.a", a.url), hook("org.example.b", b.url, policy="fail-open")])
+    )
     _, body = await post(http, gw.url, intercept(tool_before(), {"effects": ["deny", "message"]}))
     assert body["result"]["effects"] == [{"type": "message", "text": "kept"}]
 
@@ -236,7 +281,12 @@ async def test_earlier_results_survive_a_later_fail_open_rejection(gateway_facto
 async def test_deadline_caps_every_upstream(gateway_factory, stub_factory, http):
     slow = await stub_factory(_slow(0.4))
     later = await stub_factory()
-    cfg = gateway_config([hook("org.example.a", slow.url, timeout=1000, policy="fail-open"), hook("org.example.b", later.url, timeout=1000)])
+    cfg = gateway_config(
+        [
+            hook("org.example.a", slow.url, timeout=1000, policy="fail-open"),
+            hook("org.example.b", later.url, timeout=1000),
+        ]
+    )
     cfg["limits"]["deadlineMs"] = 200
     gw = await gateway_factory(cfg)
     loop = asyncio.get_running_loop()
@@ -252,7 +302,9 @@ async def test_deadline_caps_every_upstream(gateway_factory, stub_factory, http)
 async def test_missing_secret_means_failure_not_unauthenticated_call(gateway_factory, stub_factory, http, monkeypatch):
     monkeypatch.delenv("TEST_GW_TOKEN", raising=False)
     a = await stub_factory()
-    entry = hook("org.example.a", a.url, policy="fail-open", authentication={"type": "bearer", "tokenEnv": "TEST_GW_TOKEN"})
+    entry = hook(
+        "org.example.a", a.url, policy="fail-open", authentication={"type": "bearer", "tokenEnv": "TEST_GW_TOKEN"}
+    )
     gw = await gateway_factory(gateway_config([entry]))
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert a.received == []
@@ -297,7 +349,11 @@ async def test_parallel_fanout_settles_in_order_and_cancels(gateway_factory, stu
     a = await stub_factory(delayed("a", 0.2, [{"type": "message", "text": "a"}]))
     b = await stub_factory(delayed("b", 0.2, [DENY]))
     c = await stub_factory(delayed("c", 0.2, [{"type": "message", "text": "c"}]))
-    gw = await gateway_factory(gateway_config([hook(f"org.example.{n}", s.url) for n, s in zip("abc", (a, b, c), strict=True)], fanout="parallel"))
+    gw = await gateway_factory(
+        gateway_config(
+            [hook(f"org.example.{n}", s.url) for n, s in zip("abc", (a, b, c), strict=True)], fanout="parallel"
+        )
+    )
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     _, body = await post(http, gw.url, intercept(tool_before(), {"effects": ["deny", "message"]}))
@@ -310,9 +366,13 @@ async def test_parallel_fanout_settles_in_order_and_cancels(gateway_factory, stu
 
 
 async def test_parallel_falls_back_to_serial_when_state_can_change(gateway_factory, stub_factory, http):
-    a = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"x": 1}}]))
+    a = await stub_factory(
+        lambda r: result(r, [{"type": "modify", "target": "input", "operation": "merge", "value": {"x": 1}}])
+    )
     b = await stub_factory()
-    gw = await gateway_factory(gateway_config([hook("org.example.a", a.url), hook("org.example.b", b.url)], fanout="parallel"))
+    gw = await gateway_factory(
+        gateway_config([hook("org.example.a", a.url), hook("org.example.b", b.url)], fanout="parallel")
+    )
     await post(http, gw.url, intercept(tool_before("ls"), ALL_TOOL_BEFORE_CAPS))
     assert b.received[0]["params"]["event"]["tool"]["input"] == {"command": "ls", "x": 1}
 

@@ -26,7 +26,13 @@ BASE: dict[str, Any] = {
             "transport": {"type": "http", "url": "http://127.0.0.1:8801/"},
             "authentication": {"type": "bearer", "tokenEnv": "GUARD_TOKEN"},
             "subscriptions": [
-                {"mode": "intercept", "events": ["tool.before"], "timeoutMs": 300, "failurePolicy": "fail-closed", "content": {"default": "body"}},
+                {
+                    "mode": "intercept",
+                    "events": ["tool.before"],
+                    "timeoutMs": 300,
+                    "failurePolicy": "fail-closed",
+                    "content": {"default": "body"},
+                },
                 {"mode": "observe", "events": ["*"], "content": {"default": "metadata"}},
             ],
         }
@@ -88,7 +94,12 @@ RULES = [
     ("hooks.0.transport.url", "http://policy.example.com/", "$.hooks[0].transport.url", "only allowed to loopback"),
     ("hooks.0.transport.url", "ftp://x/", "$.hooks[0].transport.url", "pattern"),
     ("hooks.0.transport.headers", {"Authorization": "Bearer x"}, "$.hooks[0].transport.headers", "literal credential"),
-    ("hooks.0.transport", {"type": "stdio", "command": "x", "lifecycle": "persistent"}, "$.hooks[0]", "authentication applies to http"),
+    (
+        "hooks.0.transport",
+        {"type": "stdio", "command": "x", "lifecycle": "persistent"},
+        "$.hooks[0]",
+        "authentication applies to http",
+    ),
     ("hooks.0.subscriptions", None, "$.hooks[0].subscriptions", "does not discover"),
     ("protocolVersions", ["0.1"], "$.protocolVersions", "not implemented"),
     ("id", "gateway", "$.id", "pattern"),
@@ -184,7 +195,15 @@ def test_check_cli_summarises_the_chain(tmp_path):
         {
             "id": "org.example.dlp",
             "transport": {"type": "http", "url": "http://127.0.0.1:8802/"},
-            "subscriptions": [{"mode": "intercept", "events": ["tool.*"], "timeoutMs": 200, "failurePolicy": "fail-open", "content": {"default": "body"}}],
+            "subscriptions": [
+                {
+                    "mode": "intercept",
+                    "events": ["tool.*"],
+                    "timeoutMs": 200,
+                    "failurePolicy": "fail-open",
+                    "content": {"default": "body"},
+                }
+            ],
         }
     )
     out = _cli("check", "--config", str(_write(tmp_path, cfg)))

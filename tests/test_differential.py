@@ -23,22 +23,45 @@ SLOW_S = 1.3
 # generous: the SDK harness needs tens of ms per call, more on a loaded CI machine
 
 _text = st.sampled_from(["a", "b", "c"])
-_value = st.dictionaries(st.sampled_from(["command", "cwd", "timeout", "env"]), st.one_of(st.integers(0, 3), _text, st.none()), max_size=2)
-_message_list = st.just([{"id": "inj", "role": "system", "parts": [{"id": "inj-p", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "ctx"}]}])
+_value = st.dictionaries(
+    st.sampled_from(["command", "cwd", "timeout", "env"]), st.one_of(st.integers(0, 3), _text, st.none()), max_size=2
+)
+_message_list = st.just(
+    [
+        {
+            "id": "inj",
+            "role": "system",
+            "parts": [{"id": "inj-p", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "ctx"}],
+        }
+    ]
+)
 
 EFFECT = st.one_of(
     st.builds(lambda r: {"type": "deny", "reason": r, "code": f"org.example.{r}"}, _text),
     st.just({"type": "allow"}),
     st.just({"type": "ask"}),
     st.builds(lambda t: {"type": "message", "text": t}, _text),
-    st.builds(lambda op, v: {"type": "modify", "target": "input", "operation": op, "value": v}, st.sampled_from(["replace", "merge"]), _value),
+    st.builds(
+        lambda op, v: {"type": "modify", "target": "input", "operation": op, "value": v},
+        st.sampled_from(["replace", "merge"]),
+        _value,
+    ),
     st.builds(lambda v: {"type": "return", "value": {"stdout": v}}, _text),
     st.builds(lambda r: {"type": "flow", "operation": "stop", "reason": r}, _text),
-    st.builds(lambda at, v: {"type": "inject", "target": "context", "operation": "append", "deliverAt": at, "value": v}, st.sampled_from(["now", "next_turn"]), _message_list),
+    st.builds(
+        lambda at, v: {"type": "inject", "target": "context", "operation": "append", "deliverAt": at, "value": v},
+        st.sampled_from(["now", "next_turn"]),
+        _message_list,
+    ),
 )
 _EFFECTS = st.tuples(st.just("effects"), st.lists(EFFECT, max_size=3))
 BEHAVIOUR = st.one_of(
-    _EFFECTS, _EFFECTS, _EFFECTS, _EFFECTS, _EFFECTS, _EFFECTS,
+    _EFFECTS,
+    _EFFECTS,
+    _EFFECTS,
+    _EFFECTS,
+    _EFFECTS,
+    _EFFECTS,
     st.tuples(st.just("timeout"), st.just([])),
     st.tuples(st.just("error"), st.just([])),
     st.tuples(st.just("garbage"), st.just([])),
@@ -61,7 +84,9 @@ def _backend(kind: str, effects: list[dict[str, Any]]) -> SdkBackend:
     return backend
 
 
-async def _run(scenario: list[tuple[tuple[str, list[dict[str, Any]]], str]], workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _run(
+    scenario: list[tuple[tuple[str, list[dict[str, Any]]], str]], workdir: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
     backends = [_backend(kind, effects) for (kind, effects), _ in scenario]
     async with serve_backends(backends) as urls:
         ids = [f"org.example.backend{i}" for i in range(len(urls))]
@@ -74,7 +99,15 @@ async def _run(scenario: list[tuple[tuple[str, list[dict[str, Any]]], str]], wor
                 {
                     "id": i,
                     "transport": {"type": "http", "url": u},
-                    "subscriptions": [{"mode": "intercept", "events": ["tool.before"], "timeoutMs": TIMEOUT_MS, "failurePolicy": p, "content": {"default": "body"}}],
+                    "subscriptions": [
+                        {
+                            "mode": "intercept",
+                            "events": ["tool.before"],
+                            "timeoutMs": TIMEOUT_MS,
+                            "failurePolicy": p,
+                            "content": {"default": "body"},
+                        }
+                    ],
                 }
                 for i, u, (_, p) in zip(ids, urls, scenario, strict=True)
             ]
@@ -93,7 +126,9 @@ async def _run(scenario: list[tuple[tuple[str, list[dict[str, Any]]], str]], wor
     return direct, via
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(scenario=SCENARIO)
 def test_gateway_settles_like_the_harness_itself(scenario, tmp_path):
     direct, via = asyncio.run(_run(scenario, tmp_path))
@@ -103,10 +138,38 @@ def test_gateway_settles_like_the_harness_itself(scenario, tmp_path):
 def test_fixed_regressions(tmp_path):
     """Scenarios worth pinning: modify after allow, return then change, fail-closed after state."""
     cases = [
-        [(("effects", [{"type": "allow"}]), "fail-closed"), (("effects", [{"type": "modify", "target": "input", "operation": "merge", "value": {"x": 1}}]), "fail-closed")],
-        [(("effects", [{"type": "return", "value": {"stdout": "a"}}, {"type": "message", "text": "m"}]), "fail-open"), (("effects", [{"type": "modify", "target": "input", "operation": "replace", "value": {}}]), "fail-open")],
-        [(("effects", [{"type": "ask"}, {"type": "message", "text": "a"}]), "fail-open"), (("garbage", []), "fail-closed"), (("effects", [{"type": "allow"}]), "fail-open")],
-        [(("effects", [{"type": "modify", "target": "input", "operation": "merge", "value": {"a": 1}}, {"type": "allow"}]), "fail-open"), (("effects", [{"type": "modify", "target": "input", "operation": "merge", "value": {"a": 1}}]), "fail-open")],
+        [
+            (("effects", [{"type": "allow"}]), "fail-closed"),
+            (
+                ("effects", [{"type": "modify", "target": "input", "operation": "merge", "value": {"x": 1}}]),
+                "fail-closed",
+            ),
+        ],
+        [
+            (
+                ("effects", [{"type": "return", "value": {"stdout": "a"}}, {"type": "message", "text": "m"}]),
+                "fail-open",
+            ),
+            (("effects", [{"type": "modify", "target": "input", "operation": "replace", "value": {}}]), "fail-open"),
+        ],
+        [
+            (("effects", [{"type": "ask"}, {"type": "message", "text": "a"}]), "fail-open"),
+            (("garbage", []), "fail-closed"),
+            (("effects", [{"type": "allow"}]), "fail-open"),
+        ],
+        [
+            (
+                (
+                    "effects",
+                    [{"type": "modify", "target": "input", "operation": "merge", "value": {"a": 1}}, {"type": "allow"}],
+                ),
+                "fail-open",
+            ),
+            (
+                ("effects", [{"type": "modify", "target": "input", "operation": "merge", "value": {"a": 1}}]),
+                "fail-open",
+            ),
+        ],
     ]
     for scenario in cases:
         direct, via = asyncio.run(_run(scenario, tmp_path))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +40,11 @@ def _load(case: dict[str, Any]) -> Any:
 
 
 def _with_harness(message: Any) -> Any:
-    if isinstance(message, dict) and isinstance(message.get("params"), dict) and isinstance(message["params"].get("event"), dict):
+    if (
+        isinstance(message, dict)
+        and isinstance(message.get("params"), dict)
+        and isinstance(message["params"].get("event"), dict)
+    ):
         message = copy.deepcopy(message)
         message["params"]["event"].setdefault("harness", dict(HARNESS))
     return message
@@ -55,7 +58,11 @@ def _is_request(case: dict[str, Any]) -> bool:
 
 
 REQUEST_CASES = sorted(c["id"] for c in MANIFEST if "registration" not in c["schema"] and _is_request(c))
-RESPONSE_CASES = sorted(c["id"] for c in MANIFEST if "registration" not in c["schema"] and not _is_request(c) and "capabilities-response" not in c["schema"])
+RESPONSE_CASES = sorted(
+    c["id"]
+    for c in MANIFEST
+    if "registration" not in c["schema"] and not _is_request(c) and "capabilities-response" not in c["schema"]
+)
 
 
 @pytest.fixture
@@ -65,7 +72,13 @@ async def gw(gateway_factory, stub_factory):
         "id": "org.example.up",
         "transport": {"type": "http", "url": stub.url},
         "subscriptions": [
-            {"mode": "intercept", "events": ["*"], "timeoutMs": 1000, "failurePolicy": "fail-closed", "content": {"default": "body"}},
+            {
+                "mode": "intercept",
+                "events": ["*"],
+                "timeoutMs": 1000,
+                "failurePolicy": "fail-closed",
+                "content": {"default": "body"},
+            },
             {"mode": "observe", "events": ["*"], "content": {"default": "body"}},
         ],
     }
@@ -99,7 +112,9 @@ async def test_request_fixture(gw, http, fixture_id):
     if message.get("method") == "hooks/observe" or "id" not in message:
         assert (status, body) == (202, None)
         if valid:
-            await wait_for(lambda: any(o["params"]["event"]["id"] == message["params"]["event"]["id"] for o in gw.stub.observed))
+            await wait_for(
+                lambda: any(o["params"]["event"]["id"] == message["params"]["event"]["id"] for o in gw.stub.observed)
+            )
             assert gw.capture.observed[-1] == "queued"
         else:
             assert gw.capture.observed[-1] == "invalid", fixture_id
@@ -128,7 +143,9 @@ def _event(etype: str, event_id: str, case: dict[str, Any]) -> dict[str, Any]:
     if etype == "user.message.outbound" and "content" in current:
         event["message"]["messages"] = current["content"]
     if etype == "context.compact.before":
-        event["instructions"] = [{"id": "i1", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "Keep decisions."}]
+        event["instructions"] = [
+            {"id": "i1", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "Keep decisions."}
+        ]
     assert load().event_for[etype].ok(event), (etype, load().event_for[etype].explain(event))
     return event
 
@@ -178,7 +195,12 @@ async def test_response_fixture_from_an_upstream(gw, http, fixture_id):
     etype = _response_event(case)
     event = _event(etype, str(decoded["id"]), case)
     gw.stub.answer = lambda r: (200, answer)
-    request = {"jsonrpc": "2.0", "id": event["id"], "method": "hooks/intercept", "params": {"protocolVersion": "draft", "event": event, "capabilities": _caps(etype)}}
+    request = {
+        "jsonrpc": "2.0",
+        "id": event["id"],
+        "method": "hooks/intercept",
+        "params": {"protocolVersion": "draft", "event": event, "capabilities": _caps(etype)},
+    }
     status, body = await post(http, gw.url, request)
     assert status == 200
     rejected = "error" in body or any(
@@ -191,7 +213,9 @@ async def test_response_fixture_from_an_upstream(gw, http, fixture_id):
     if not rejected:
         sent = decoded["result"].get("effects", [])
         got = body["result"]["effects"]
-        assert sorted(e["type"] for e in got) == sorted(e["type"] for e in sent if e["type"] != "deny" or e is next(x for x in sent if x["type"] == "deny"))
+        assert sorted(e["type"] for e in got) == sorted(
+            e["type"] for e in sent if e["type"] != "deny" or e is next(x for x in sent if x["type"] == "deny")
+        )
         for effect in got:
             if effect["type"] in ("modify", "return", "inject", "message"):
                 assert effect in sent
@@ -203,7 +227,12 @@ async def test_capabilities_response_fixture_is_not_an_intercept_answer(gw, http
     event = tool_before()
     raw["id"] = event["id"]
     gw.stub.answer = lambda r: raw
-    request = {"jsonrpc": "2.0", "id": event["id"], "method": "hooks/intercept", "params": {"protocolVersion": "draft", "event": event, "capabilities": {"effects": ["deny"]}}}
+    request = {
+        "jsonrpc": "2.0",
+        "id": event["id"],
+        "method": "hooks/intercept",
+        "params": {"protocolVersion": "draft", "event": event, "capabilities": {"effects": ["deny"]}},
+    }
     _, body = await post(http, gw.url, request)
     assert body["result"]["effects"][0]["code"] == "org.example.gateway.upstream_unavailable"
 

@@ -100,7 +100,12 @@ async def test_notifications_never_get_a_body(gw, http):
 
 
 async def test_observe_with_id_is_invalid_request(gw, http):
-    note = {"jsonrpc": "2.0", "id": 5, "method": "hooks/observe", "params": {"protocolVersion": "draft", "event": tool_before()}}
+    note = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "hooks/observe",
+        "params": {"protocolVersion": "draft", "event": tool_before()},
+    }
     _, body = await post(http, gw.url, note)
     assert body["error"]["code"] == -32600
 
@@ -151,8 +156,15 @@ async def test_capabilities_manifest_is_honest_and_schema_valid(gw, http):
     assert load().capabilities_response.ok(body)
     manifest = body["result"]["manifest"]
     assert set(manifest) == {
-        "events", "gaps", "transports", "authentication", "toolPaths", "contentCategories",
-        "limits", "managedPolicy", "correlationIdentityFields",
+        "events",
+        "gaps",
+        "transports",
+        "authentication",
+        "toolPaths",
+        "contentCategories",
+        "limits",
+        "managedPolicy",
+        "correlationIdentityFields",
     }
     assert "identity" not in manifest
     events = {e["event"]: e for e in manifest["events"]}
@@ -173,7 +185,13 @@ async def test_configuration_answer_never_bypasses(gw, http):
     subs = body["result"]["configuration"]["subscriptions"]
     intercepts = [s for s in subs if s["mode"] == "intercept"]
     assert intercepts == [
-        {"events": ["tool.before"], "mode": "intercept", "timeoutMs": 2500, "failurePolicy": "fail-closed", "content": {"default": "body"}}
+        {
+            "events": ["tool.before"],
+            "mode": "intercept",
+            "timeoutMs": 2500,
+            "failurePolicy": "fail-closed",
+            "content": {"default": "body"},
+        }
     ]
     assert any(s["mode"] == "observe" for s in subs)
     assert all("upload" not in s for s in subs)

@@ -14,8 +14,15 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 async def test_decision_log_lines_are_redacted_by_default(gateway_factory, stub_factory, http, tmp_path, monkeypatch):
     monkeypatch.setenv("DECISION_TEST_TOKEN", "very-secret-token-value")
-    deny = await stub_factory(lambda r: result(r, [{"type": "deny", "reason": "blocked: secret-ish reason", "code": "org.example.p.no"}]))
-    entry = hook("org.example.deny", deny.url, authentication={"type": "bearer", "tokenEnv": "DECISION_TEST_TOKEN"}, when='event.tool.input.command.contains("push")')
+    deny = await stub_factory(
+        lambda r: result(r, [{"type": "deny", "reason": "blocked: secret-ish reason", "code": "org.example.p.no"}])
+    )
+    entry = hook(
+        "org.example.deny",
+        deny.url,
+        authentication={"type": "bearer", "tokenEnv": "DECISION_TEST_TOKEN"},
+        when='event.tool.input.command.contains("push")',
+    )
     log_file = tmp_path / "decisions.jsonl"
     gw = await gateway_factory(gateway_config([entry], log={"decisions": str(log_file)}))
     await post(http, gw.url, intercept(tool_before("git push --force /home/user/private")))
@@ -33,9 +40,20 @@ async def test_decision_log_lines_are_redacted_by_default(gateway_factory, stub_
 
 
 async def test_decision_log_content_and_sampling(gateway_factory, stub_factory, http, tmp_path):
-    deny = await stub_factory(lambda r: result(r, [{"type": "deny", "reason": "nope"}]) if "rm" in r["params"]["event"]["tool"]["input"]["command"] else result(r, []))
+    deny = await stub_factory(
+        lambda r: (
+            result(r, [{"type": "deny", "reason": "nope"}])
+            if "rm" in r["params"]["event"]["tool"]["input"]["command"]
+            else result(r, [])
+        )
+    )
     log_file = tmp_path / "d.jsonl"
-    gw = await gateway_factory(gateway_config([hook("org.example.a", deny.url)], log={"decisions": str(log_file), "includeContent": True, "sampleNoEffect": 0.0}))
+    gw = await gateway_factory(
+        gateway_config(
+            [hook("org.example.a", deny.url)],
+            log={"decisions": str(log_file), "includeContent": True, "sampleNoEffect": 0.0},
+        )
+    )
     for command in ("ls", "rm -rf /", "pwd"):
         await post(http, gw.url, intercept(tool_before(command)))
     await wait_for(lambda: log_file.exists() and log_file.read_text().count("\n") >= 1)
@@ -49,7 +67,11 @@ async def test_trace_context_header_is_propagated_as_a_child(gateway_factory, st
     up = await stub_factory()
     gw = await gateway_factory(gateway_config([hook("org.example.a", up.url), hook("org.example.b", up.url)]))
     body = json.dumps(intercept(tool_before()))
-    async with http.post(gw.url, data=body, headers={"Content-Type": "application/json", "traceparent": TRACEPARENT, "tracestate": "vendor=1"}) as resp:
+    async with http.post(
+        gw.url,
+        data=body,
+        headers={"Content-Type": "application/json", "traceparent": TRACEPARENT, "tracestate": "vendor=1"},
+    ) as resp:
         assert resp.status == 200
     parents = [h["traceparent"] for h in up.headers]
     assert len(parents) == 2 and len(set(parents)) == 2  # one child span per upstream call
@@ -75,7 +97,9 @@ async def test_no_incoming_context_starts_a_trace_and_propagation_can_be_off(gat
     gw = await gateway_factory(gateway_config([hook("org.example.a", up.url)]), name="on.yaml")
     await post(http, gw.url, intercept(tool_before()))
     assert len(up.headers[0]["traceparent"].split("-")[1]) == 32
-    off = await gateway_factory(gateway_config([hook("org.example.a", up.url)], tracing={"propagate": False}), name="off.yaml")
+    off = await gateway_factory(
+        gateway_config([hook("org.example.a", up.url)], tracing={"propagate": False}), name="off.yaml"
+    )
     await post(http, off.url, intercept(tool_before()))
     assert "traceparent" not in up.headers[1]
 
@@ -94,7 +118,9 @@ async def test_opentelemetry_spans_when_enabled(gateway_factory, stub_factory, h
     up = await stub_factory()
     gw = await gateway_factory(gateway_config([hook("org.example.a", up.url)], tracing={"otel": True}))
     body = json.dumps(intercept(tool_before()))
-    async with http.post(gw.url, data=body, headers={"Content-Type": "application/json", "traceparent": TRACEPARENT}) as resp:
+    async with http.post(
+        gw.url, data=body, headers={"Content-Type": "application/json", "traceparent": TRACEPARENT}
+    ) as resp:
         assert resp.status == 200
     spans = {s.name: s for s in exporter.get_finished_spans()}
     request, upstream = spans["ahp intercept tool.before"], spans["ahp upstream org.example.a"]

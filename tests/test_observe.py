@@ -18,13 +18,23 @@ def both(hook_id, url, policy="fail-closed"):
         "id": hook_id,
         "transport": {"type": "http", "url": url},
         "subscriptions": [
-            {"mode": "intercept", "events": ["tool.before"], "timeoutMs": 1000, "failurePolicy": policy, "content": {"default": "body"}},
+            {
+                "mode": "intercept",
+                "events": ["tool.before"],
+                "timeoutMs": 1000,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            },
         ],
     }
 
 
 def observer(hook_id, url, content="body"):
-    return {"id": hook_id, "transport": {"type": "http", "url": url}, "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": content}}]}
+    return {
+        "id": hook_id,
+        "transport": {"type": "http", "url": url},
+        "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": content}}],
+    }
 
 
 async def test_observers_and_uncalled_interceptors_get_one_copy(gateway_factory, stub_factory, http):
@@ -32,7 +42,16 @@ async def test_observers_and_uncalled_interceptors_get_one_copy(gateway_factory,
     skipped = await stub_factory()
     audit = await stub_factory()
     capture = Capture()
-    gw = await gateway_factory(gateway_config([both("org.example.a", denier.url), both("org.example.b", skipped.url), observer("org.example.audit", audit.url)]), telemetry=capture)
+    gw = await gateway_factory(
+        gateway_config(
+            [
+                both("org.example.a", denier.url),
+                both("org.example.b", skipped.url),
+                observer("org.example.audit", audit.url),
+            ]
+        ),
+        telemetry=capture,
+    )
     event = tool_before()
     await post(http, gw.url, intercept(event))
     assert skipped.received == []
@@ -47,7 +66,9 @@ async def test_observers_and_uncalled_interceptors_get_one_copy(gateway_factory,
     assert skipped.observed[0]["params"]["event"]["id"] == event["id"]
 
 
-async def test_event_the_gateway_never_intercepted_goes_to_all_matching_subscriptions(gateway_factory, stub_factory, http):
+async def test_event_the_gateway_never_intercepted_goes_to_all_matching_subscriptions(
+    gateway_factory, stub_factory, http
+):
     a, b = await stub_factory(), await stub_factory()
     gw = await gateway_factory(gateway_config([both("org.example.a", a.url), both("org.example.b", b.url)]))
     await post(http, gw.url, note(tool_before()))
@@ -58,7 +79,11 @@ async def test_observe_is_answered_before_slow_observers(gateway_factory, stub_f
     slow = await stub_factory()
     slow.observe_gate = asyncio.Event()
     fast = await stub_factory(lambda r: result(r, []))
-    gw = await gateway_factory(gateway_config([both("org.example.fast", fast.url), observer("org.example.slow", slow.url)], observe={"timeoutMs": 5000}))
+    gw = await gateway_factory(
+        gateway_config(
+            [both("org.example.fast", fast.url), observer("org.example.slow", slow.url)], observe={"timeoutMs": 5000}
+        )
+    )
     loop = asyncio.get_running_loop()
     for _ in range(5):
         t0 = loop.time()
@@ -78,7 +103,9 @@ async def test_queue_overflow_drops_and_counts(gateway_factory, stub_factory, ht
     dropped: list[str] = []
     capture.observe_dropped = lambda reason: dropped.append(reason)  # type: ignore[method-assign]
     gw = await gateway_factory(
-        gateway_config([observer("org.example.stuck", stuck.url)], observe={"queueSize": 1, "workers": 1, "timeoutMs": 5000}),
+        gateway_config(
+            [observer("org.example.stuck", stuck.url)], observe={"queueSize": 1, "workers": 1, "timeoutMs": 5000}
+        ),
         telemetry=capture,
     )
     for _ in range(20):
@@ -93,7 +120,11 @@ async def test_observer_content_is_projected(gateway_factory, stub_factory, http
     audit = await stub_factory()
     gw = await gateway_factory(gateway_config([observer("org.example.audit", audit.url, content="omit")]))
     event = tool_before()
-    event["items"] = [{"id": "p", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "secret prompt"}]
+    event["items"] = [
+        {"id": "p", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "secret prompt"}
+    ]
     await post(http, gw.url, note(event))
     await wait_for(lambda: len(audit.observed) == 1)
-    assert audit.observed[0]["params"]["event"]["items"] == [{"id": "p", "kind": "text", "mediaType": "text/plain", "selection": "omit"}]
+    assert audit.observed[0]["params"]["event"]["items"] == [
+        {"id": "p", "kind": "text", "mediaType": "text/plain", "selection": "omit"}
+    ]

@@ -65,7 +65,15 @@ def local_hook(path: Path, policy: str = "fail-closed") -> dict:
     return {
         "id": "org.example.local",
         "transport": {"type": "local", "policies": [str(path)]},
-        "subscriptions": [{"mode": "intercept", "events": ["tool.before"], "timeoutMs": 100, "failurePolicy": policy, "content": {"default": "body"}}],
+        "subscriptions": [
+            {
+                "mode": "intercept",
+                "events": ["tool.before"],
+                "timeoutMs": 100,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
+        ],
     }
 
 
@@ -78,9 +86,17 @@ def policy_file(tmp_path: Path) -> Path:
 
 async def test_local_backend_sits_at_its_position_in_the_chain(gateway_factory, stub_factory, http, policy_file):
     """The local backend sees the event as modified by earlier upstreams, like any upstream."""
-    rewriter = await stub_factory(lambda r: result(r, [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "git push --force"}}]))
+    rewriter = await stub_factory(
+        lambda r: result(
+            r, [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "git push --force"}}]
+        )
+    )
     after = await stub_factory()
-    gw = await gateway_factory(gateway_config([hook("org.example.rewriter", rewriter.url), local_hook(policy_file), hook("org.example.after", after.url)]))
+    gw = await gateway_factory(
+        gateway_config(
+            [hook("org.example.rewriter", rewriter.url), local_hook(policy_file), hook("org.example.after", after.url)]
+        )
+    )
     _, body = await post(http, gw.url, intercept(tool_before("git push"), ALL_TOOL_BEFORE_CAPS))
     effects = body["result"]["effects"]
     assert [e["type"] for e in effects] == ["modify", "deny"]
@@ -111,7 +127,9 @@ async def test_rule_error_is_an_operational_failure(gateway_factory, http, polic
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
 
 
 def test_policy_test_command_passes_and_fails(tmp_path, policy_file):
@@ -129,7 +147,9 @@ def test_policy_test_command_passes_and_fails(tmp_path, policy_file):
 
 def test_policy_files_with_errors_are_reported_with_positions(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("rules:\n  - id: x\n    events: [tool.before]\n    when: 'event.tool.name =='\n    deny: {reason: r}\n  - id: y\n    events: [tool.before]\n    when: 'true'\n")
+    bad.write_text(
+        "rules:\n  - id: x\n    events: [tool.before]\n    when: 'event.tool.name =='\n    deny: {reason: r}\n  - id: y\n    events: [tool.before]\n    when: 'true'\n"
+    )
     out = _cli("policy", "test", str(bad))
     assert out.returncode == 1
     assert f"{bad}:4: $.rules[0].when: CEL 1:19: Syntax error" in out.stderr
@@ -150,7 +170,15 @@ def test_explain_shows_routing_rules_and_effects(tmp_path, policy_file):
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump(cfg))
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"id": "evt-x", "type": "tool.before", "tool": {"name": "shell", "input": {"command": "sudo git push --force"}}}))
+    event.write_text(
+        json.dumps(
+            {
+                "id": "evt-x",
+                "type": "tool.before",
+                "tool": {"name": "shell", "input": {"command": "sudo git push --force"}},
+            }
+        )
+    )
     out = _cli("explain", "--config", str(config), "--event", str(event))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:9] == [
@@ -198,7 +226,11 @@ def default_gateway():
     port, admin = _free_port(), _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--admin-port", str(admin)],
-        cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ},
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ},
     )
     deadline = time.monotonic() + 30
     while True:
@@ -220,7 +252,8 @@ def default_gateway():
 
 async def test_bundled_default_denies_force_push_and_allows_ls(default_gateway):
     """Issue acceptance: `ahp-gateway serve` with the bundled default, driven by the SDK harness."""
-    from tests.sdk_peers import harness, registration, settled, tool_before as sdk_tool_before
+    from tests.sdk_peers import harness, registration, settled
+    from tests.sdk_peers import tool_before as sdk_tool_before
 
     reg = registration([("org.example.gateway", default_gateway, "fail-closed", 3000)])
     async with harness(reg) as hooks:

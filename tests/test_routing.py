@@ -40,18 +40,27 @@ async def test_on_error_match_is_the_default_and_skip_is_allowed(gateway_factory
 async def test_headers_are_exposed_only_when_allow_listed(gateway_factory, stub_factory, http):
     up = await stub_factory()
     gw = await gateway_factory(
-        gateway_config([hook("org.example.a", up.url, when='headers["x-tenant"] == "acme" && !("authorization" in headers)')], headers=["X-Tenant"])
+        gateway_config(
+            [hook("org.example.a", up.url, when='headers["x-tenant"] == "acme" && !("authorization" in headers)')],
+            headers=["X-Tenant"],
+        )
     )
     body = json.dumps(intercept(tool_before()))
     for tenant in ("acme", "other"):
-        async with http.post(gw.url, data=body, headers={"Content-Type": "application/json", "X-Tenant": tenant, "Authorization": "Bearer x"}) as resp:
+        async with http.post(
+            gw.url,
+            data=body,
+            headers={"Content-Type": "application/json", "X-Tenant": tenant, "Authorization": "Bearer x"},
+        ) as resp:
             assert resp.status == 200
     assert len(up.received) == 1
 
 
 async def test_nul_cannot_hide_a_command_from_routing(gateway_factory, stub_factory, http):
     guard = await stub_factory(lambda r: result(r, [{"type": "deny", "reason": "destructive"}]))
-    gw = await gateway_factory(gateway_config([hook("org.example.guard", guard.url, when='event.tool.input.command.matches("rm\\\\s+-rf")')]))
+    gw = await gateway_factory(
+        gateway_config([hook("org.example.guard", guard.url, when='event.tool.input.command.matches("rm\\\\s+-rf")')])
+    )
     _, body = await post(http, gw.url, intercept(tool_before("echo hi\u0000; rm -rf /")))
     assert body["result"]["effects"][0]["reason"] == "destructive"
     # the upstream still receives the original bytes
@@ -72,7 +81,11 @@ async def test_routing_is_evaluated_for_observations_too(gateway_factory, stub_f
     other = tool_before()
     other["tool"]["name"] = "Read"
     for event in (other, tool_before()):
-        await post(http, gw.url, {"jsonrpc": "2.0", "method": "hooks/observe", "params": {"protocolVersion": "draft", "event": event}})
+        await post(
+            http,
+            gw.url,
+            {"jsonrpc": "2.0", "method": "hooks/observe", "params": {"protocolVersion": "draft", "event": event}},
+        )
     await wait_for(lambda: len(audit.observed) == 1)
     await gw.engine.drain(2)
     assert [o["params"]["event"]["tool"]["name"] for o in audit.observed] == ["shell"]

@@ -24,7 +24,13 @@ async def _via_gateway(gateway_factory, backends, policies=None, **cfg_extra):
                 "id": f"org.example.backend{i}",
                 "transport": {"type": "http", "url": url},
                 "subscriptions": [
-                    {"mode": "intercept", "events": ["tool.before"], "timeoutMs": 1000, "failurePolicy": (policies or {}).get(i, "fail-closed"), "content": {"default": "body"}},
+                    {
+                        "mode": "intercept",
+                        "events": ["tool.before"],
+                        "timeoutMs": 1000,
+                        "failurePolicy": (policies or {}).get(i, "fail-closed"),
+                        "content": {"default": "body"},
+                    },
                     {"mode": "observe", "events": ["tool.before"], "content": {"default": "body"}},
                 ],
             }
@@ -40,12 +46,28 @@ async def _via_gateway(gateway_factory, backends, policies=None, **cfg_extra):
     [
         ([_deny_marker], "git push --force origin main", {"permission": "deny", "messages": []}),
         ([_deny_marker], "git status", {"permission": "none", "messages": []}),
-        ([lambda c: ({"type": "modify", "target": "input", "operation": "merge", "value": {"timeout": 5}},)], "ls", {"input": {"command": "ls", "timeout": 5}}),
-        ([lambda c: ({"type": "modify", "target": "input", "operation": "replace", "value": {"command": "ls -a"}},)], "ls", {"input": {"command": "ls -a"}}),
-        ([lambda c: ({"type": "message", "text": "hello"},), lambda c: ({"type": "message", "text": "world"},)], "ls", {"messages": ["hello", "world"]}),
+        (
+            [lambda c: ({"type": "modify", "target": "input", "operation": "merge", "value": {"timeout": 5}},)],
+            "ls",
+            {"input": {"command": "ls", "timeout": 5}},
+        ),
+        (
+            [lambda c: ({"type": "modify", "target": "input", "operation": "replace", "value": {"command": "ls -a"}},)],
+            "ls",
+            {"input": {"command": "ls -a"}},
+        ),
+        (
+            [lambda c: ({"type": "message", "text": "hello"},), lambda c: ({"type": "message", "text": "world"},)],
+            "ls",
+            {"messages": ["hello", "world"]},
+        ),
         ([lambda c: ({"type": "ask"},), lambda c: ({"type": "allow"},)], "ls", {"permission": "ask"}),
         ([lambda c: ({"type": "allow"},)], "ls", {"permission": "allow"}),
-        ([lambda c: ({"type": "flow", "operation": "stop", "reason": "done"},), _deny_marker], "git push --force", {"flow": "stop", "permission": "none"}),
+        (
+            [lambda c: ({"type": "flow", "operation": "stop", "reason": "done"},), _deny_marker],
+            "git push --force",
+            {"flow": "stop", "permission": "none"},
+        ),
         ([lambda c: ({"type": "return", "value": {"stdout": "cached"}},)], "ls", {"candidate": {"stdout": "cached"}}),
     ],
 )
@@ -84,7 +106,10 @@ async def test_gateway_is_one_backend_for_the_sdk_harness(gateway_factory):
     from the gateway and intercepts through it (no silent bypass)."""
     backend = SdkBackend(_deny_marker)
     async for server in _via_gateway(gateway_factory, [backend]):
-        reg = {"protocolVersion": "draft", "hooks": [{"id": "org.example.gateway", "transport": {"type": "http", "url": server.url}}]}
+        reg = {
+            "protocolVersion": "draft",
+            "hooks": [{"id": "org.example.gateway", "transport": {"type": "http", "url": server.url}}],
+        }
         async with harness(reg) as hooks:
             out = settled(await tool_before(hooks, "git push --force"))
         assert out["permission"] == "deny"

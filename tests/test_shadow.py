@@ -22,14 +22,25 @@ async def test_shadow_never_changes_results(gateway_factory, stub_factory, http)
 
     async def shadow_answer(r):
         await asyncio.sleep(0.3)
-        return result(r, [{"type": "deny", "reason": "shadow would deny"}, {"type": "modify", "target": "input", "operation": "replace", "value": {}}])
+        return result(
+            r,
+            [
+                {"type": "deny", "reason": "shadow would deny"},
+                {"type": "modify", "target": "input", "operation": "replace", "value": {}},
+            ],
+        )
 
     primary = await stub_factory(enforced)
     shadow = await stub_factory(shadow_answer)
     capture = Capture()
     plain = await gateway_factory(gateway_config([hook("org.example.primary", primary.url)]), name="plain.yaml")
     shadowed = await gateway_factory(
-        gateway_config([hook("org.example.shadow", shadow.url, mode="shadow", timeout=2000), hook("org.example.primary", primary.url)]),
+        gateway_config(
+            [
+                hook("org.example.shadow", shadow.url, mode="shadow", timeout=2000),
+                hook("org.example.primary", primary.url),
+            ]
+        ),
         name="shadowed.yaml",
         telemetry=capture,
     )
@@ -45,12 +56,16 @@ async def test_shadow_never_changes_results(gateway_factory, stub_factory, http)
     assert capture.shadows == [("org.example.shadow", "deny")] * len(SCENARIOS)
     assert len(shadow.received) == len(SCENARIOS)
     # the enforcing upstream saw the harness's event untouched by the shadow's modify
-    assert [r["params"]["event"]["tool"]["input"]["command"] for r in primary.received[1::2]] == [c for c, _ in SCENARIOS]
+    assert [r["params"]["event"]["tool"]["input"]["command"] for r in primary.received[1::2]] == [
+        c for c, _ in SCENARIOS
+    ]
 
 
 async def test_shadow_failures_are_counted_not_enforced(gateway_factory, stub_factory, http):
     capture = Capture()
-    gw = await gateway_factory(gateway_config([hook("org.example.shadow", "http://127.0.0.1:9/", mode="shadow")]), telemetry=capture)
+    gw = await gateway_factory(
+        gateway_config([hook("org.example.shadow", "http://127.0.0.1:9/", mode="shadow")]), telemetry=capture
+    )
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert body["result"]["effects"] == []
     await wait_for(lambda: capture.shadows == [("org.example.shadow", "error")])

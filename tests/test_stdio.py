@@ -12,15 +12,31 @@ from tests.conftest import ROOT, gateway_config, intercept, post, tool_before
 def stdio_hook(mode: str, lifecycle: str, policy: str = "fail-closed", timeout: int = 5000) -> dict:
     return {
         "id": f"org.example.stdio-{mode}",
-        "transport": {"type": "stdio", "command": sys.executable, "args": ["-m", "tests.stdio_backend", mode], "lifecycle": lifecycle, "cwd": str(ROOT)},
-        "subscriptions": [{"mode": "intercept", "events": ["tool.before"], "timeoutMs": timeout, "failurePolicy": policy, "content": {"default": "body"}}],
+        "transport": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": ["-m", "tests.stdio_backend", mode],
+            "lifecycle": lifecycle,
+            "cwd": str(ROOT),
+        },
+        "subscriptions": [
+            {
+                "mode": "intercept",
+                "events": ["tool.before"],
+                "timeoutMs": timeout,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
+        ],
     }
 
 
 @pytest.mark.spec("AHP-STDIO-001")
 @pytest.mark.parametrize("lifecycle", ["persistent", "per_event"])
 async def test_sdk_stdio_backend_decides(gateway_factory, http, lifecycle):
-    gw = await gateway_factory(gateway_config([stdio_hook("sdk", lifecycle)], limits={"deadlineMs": 8000}, frontend={"timeoutMs": 9000}))
+    gw = await gateway_factory(
+        gateway_config([stdio_hook("sdk", lifecycle)], limits={"deadlineMs": 8000}, frontend={"timeoutMs": 9000})
+    )
     for _ in range(2 if lifecycle == "persistent" else 1):  # one child serves several requests
         _, body = await post(http, gw.url, intercept(tool_before("git push --force")))
         assert body["result"]["effects"][0]["reason"] == "stdio says no", body
@@ -28,10 +44,17 @@ async def test_sdk_stdio_backend_decides(gateway_factory, http, lifecycle):
         assert body["result"]["effects"] == []
 
 
-@pytest.mark.parametrize(("mode", "lifecycle"), [("garbage", "persistent"), ("garbage", "per_event"), ("hang", "persistent"), ("exit3", "per_event")])
+@pytest.mark.parametrize(
+    ("mode", "lifecycle"),
+    [("garbage", "persistent"), ("garbage", "per_event"), ("hang", "persistent"), ("exit3", "per_event")],
+)
 async def test_stdio_failures_apply_the_failure_policy(gateway_factory, http, mode, lifecycle):
     timeout = 1500 if mode == "hang" else 5000
-    gw = await gateway_factory(gateway_config([stdio_hook(mode, lifecycle, timeout=timeout)], limits={"deadlineMs": 8000}, frontend={"timeoutMs": 9000}))
+    gw = await gateway_factory(
+        gateway_config(
+            [stdio_hook(mode, lifecycle, timeout=timeout)], limits={"deadlineMs": 8000}, frontend={"timeoutMs": 9000}
+        )
+    )
     _, body = await post(http, gw.url, intercept(tool_before("git status")))
     effect = body["result"]["effects"][0]
     assert effect["code"] == "org.example.gateway.upstream_unavailable", body

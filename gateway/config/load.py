@@ -120,10 +120,9 @@ def _real_path(data: Any, loc: tuple[Any, ...]) -> list[PathItem]:
     out: list[PathItem] = []
     node = data
     for item in loc:
-        if isinstance(node, dict) and item in node:
-            out.append(item)
-            node = node[item]
-        elif isinstance(node, list) and isinstance(item, int) and 0 <= item < len(node):
+        if (isinstance(node, dict) and item in node) or (
+            isinstance(node, list) and isinstance(item, int) and 0 <= item < len(node)
+        ):
             out.append(item)
             node = node[item]
         elif isinstance(node, dict) and isinstance(item, str) and not item.startswith(("function-", "tagged-")):
@@ -230,7 +229,11 @@ def _semantic(
                         "warning",
                     )
             if sub.upload is not None:
-                issue((*sat, "upload"), "uploads are not forwarded; attachment bodies reach this upstream as gaps", "warning")
+                issue(
+                    (*sat, "upload"),
+                    "uploads are not forwarded; attachment bodies reach this upstream as gaps",
+                    "warning",
+                )
             if sub.filters is not None:
                 issue((*sat, "filters"), "filters are optimisation hints and are not applied", "warning")
     if cfg.limits.deadlineMs >= cfg.frontend_timeout_ms:
@@ -276,7 +279,14 @@ def load(path: Path | None = None) -> LoadedConfig:
             raise ConfigError(_validation_issues(exc, reg_source)) from None
         if doc.protocolVersion not in cfg.protocolVersions:
             raise ConfigError(
-                [Issue(str(reg_path), "$.protocolVersion", f"{doc.protocolVersion!r} is not in protocolVersions", reg_source.line(["protocolVersion"]))]
+                [
+                    Issue(
+                        str(reg_path),
+                        "$.protocolVersion",
+                        f"{doc.protocolVersion!r} is not in protocolVersions",
+                        reg_source.line(["protocolVersion"]),
+                    )
+                ]
             )
         warnings += [
             Issue(str(reg_path), json_path(items), "unknown field ignored", reg_source.line(list(items)), "warning")

@@ -180,9 +180,7 @@ class HttpTransport(Model):
             if not HEADER_NAME.match(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in CREDENTIAL_HEADERS:
-                raise ValueError(
-                    f"header {name!r} would carry a literal credential (AHP-SEC-001); use authentication"
-                )
+                raise ValueError(f"header {name!r} would carry a literal credential (AHP-SEC-001); use authentication")
             if "\r" in value or "\n" in value:
                 raise ValueError(f"header {name!r} contains CR/LF")
         return v
@@ -243,8 +241,7 @@ def _guard_auth(data: Any) -> Any:
         kind = data.get("type")
         if kind not in ("bearer", "oauth"):
             raise ValueError(
-                f"authentication type {kind!r} is not a portable binding (AHP-AUTH-001): "
-                "only bearer and oauth"
+                f"authentication type {kind!r} is not a portable binding (AHP-AUTH-001): only bearer and oauth"
             )
     return data
 
@@ -300,7 +297,7 @@ class GatewayConfig(Model):
     registration: str | None = None
     headers: list[str] = Field(default_factory=list, description="Request headers exposed to CEL.")
     log: LogOptions = Field(default_factory=LogOptions)  # type: ignore[arg-type]
-    metrics: MetricsOptions = Field(default_factory=MetricsOptions)  # type: ignore[arg-type]
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)
     tracing: TracingOptions = Field(default_factory=TracingOptions)  # type: ignore[arg-type]
     shutdown: ShutdownOptions = Field(default_factory=ShutdownOptions)  # type: ignore[arg-type]
     reload: ReloadOptions = Field(default_factory=ReloadOptions)  # type: ignore[arg-type]

@@ -9,10 +9,9 @@ Token acquisition runs inside the intercept deadline of the call that needs it.
 
 from __future__ import annotations
 
-import os
-
 import asyncio
 import base64
+import os
 import ssl
 import time
 from pathlib import Path

@@ -24,7 +24,9 @@ _STOP = object()
 
 def record(decision: Decision, *, include_content: bool) -> dict[str, Any]:
     line: dict[str, Any] = {
-        "time": datetime.fromtimestamp(decision.wall_time, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "time": datetime.fromtimestamp(decision.wall_time, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
         "event": {"id": decision.event_id, "type": decision.event_type, "source": decision.source},
         "tool": decision.tool,
         "principal": decision.principal,
@@ -87,7 +89,11 @@ class DecisionLog:
         self._thread.start()
 
     def write(self, decision: Decision) -> None:
-        if decision.outcome is Outcome.NO_EFFECT and self.sample_no_effect < 1.0 and random.random() >= self.sample_no_effect:
+        if (
+            decision.outcome is Outcome.NO_EFFECT
+            and self.sample_no_effect < 1.0
+            and random.random() >= self.sample_no_effect
+        ):
             return
         try:
             self._queue.put_nowait(record(decision, include_content=self.include_content))

@@ -46,88 +46,145 @@ class Metrics:
         self.multiprocess = multiprocess_dir() is not None
         r = self.registry
         self.requests = Counter(
-            "ahp_gateway_requests_total", "Harness requests by method, event type and outcome.",
-            ["method", "event_type", "outcome"], registry=r,
+            "ahp_gateway_requests_total",
+            "Harness requests by method, event type and outcome.",
+            ["method", "event_type", "outcome"],
+            registry=r,
         )
         self.rejected = Counter(
-            "ahp_gateway_rejected_requests_total", "Harness requests answered with a JSON-RPC error, by method and code.",
-            ["method", "code"], registry=r,
+            "ahp_gateway_rejected_requests_total",
+            "Harness requests answered with a JSON-RPC error, by method and code.",
+            ["method", "code"],
+            registry=r,
         )
         self.duration = Histogram(
-            "ahp_gateway_request_duration_seconds", "End-to-end intercept latency inside the gateway.",
-            ["method", "event_type"], buckets=BUCKETS, registry=r,
+            "ahp_gateway_request_duration_seconds",
+            "End-to-end intercept latency inside the gateway.",
+            ["method", "event_type"],
+            buckets=BUCKETS,
+            registry=r,
         )
         self.overhead = Histogram(
-            "ahp_gateway_overhead_duration_seconds", "Intercept latency minus time spent waiting on upstreams.",
-            ["method", "event_type"], buckets=BUCKETS, registry=r,
+            "ahp_gateway_overhead_duration_seconds",
+            "Intercept latency minus time spent waiting on upstreams.",
+            ["method", "event_type"],
+            buckets=BUCKETS,
+            registry=r,
         )
         self.upstream_duration = Histogram(
-            "ahp_gateway_upstream_duration_seconds", "Latency of one upstream intercept call.",
-            ["upstream", "transport"], buckets=BUCKETS, registry=r,
+            "ahp_gateway_upstream_duration_seconds",
+            "Latency of one upstream intercept call.",
+            ["upstream", "transport"],
+            buckets=BUCKETS,
+            registry=r,
         )
         self.upstream_calls = Counter(
-            "ahp_gateway_upstream_calls_total", "Upstream intercept calls by outcome (ok, deny or a failure class).",
-            ["upstream", "outcome"], registry=r,
+            "ahp_gateway_upstream_calls_total",
+            "Upstream intercept calls by outcome (ok, deny or a failure class).",
+            ["upstream", "outcome"],
+            registry=r,
         )
         self.denials = Counter(
-            "ahp_gateway_denials_total", "Denials returned to harnesses by deciding upstream, code and kind (explicit or synthetic).",
-            ["upstream", "code", "kind"], registry=r,
+            "ahp_gateway_denials_total",
+            "Denials returned to harnesses by deciding upstream, code and kind (explicit or synthetic).",
+            ["upstream", "code", "kind"],
+            registry=r,
         )
         self.fail_open = Counter(
-            "ahp_gateway_fail_open_skips_total", "Upstream failures skipped under fail-open, by upstream and failure class.",
-            ["upstream", "reason"], registry=r,
+            "ahp_gateway_fail_open_skips_total",
+            "Upstream failures skipped under fail-open, by upstream and failure class.",
+            ["upstream", "reason"],
+            registry=r,
         )
         self.route_matches = Counter(
-            "ahp_gateway_route_matches_total", "Intercepts routed to a hooks entry (subscription and when matched).",
-            ["hook"], registry=r,
+            "ahp_gateway_route_matches_total",
+            "Intercepts routed to a hooks entry (subscription and when matched).",
+            ["hook"],
+            registry=r,
         )
         self.cel_errors = Counter(
-            "ahp_gateway_cel_errors_total", "CEL evaluation errors by expression id.", ["expression"], registry=r,
+            "ahp_gateway_cel_errors_total",
+            "CEL evaluation errors by expression id.",
+            ["expression"],
+            registry=r,
         )
         self.parallel_fallbacks = Counter(
-            "ahp_gateway_parallel_fallbacks_total", "Requests run serially although fanout is parallel (capabilities can change state).",
+            "ahp_gateway_parallel_fallbacks_total",
+            "Requests run serially although fanout is parallel (capabilities can change state).",
             registry=r,
         )
         self.shadow = Counter(
-            "ahp_gateway_shadow_verdicts_total", "Verdicts of shadow upstreams (never enforced).", ["upstream", "verdict"], registry=r,
+            "ahp_gateway_shadow_verdicts_total",
+            "Verdicts of shadow upstreams (never enforced).",
+            ["upstream", "verdict"],
+            registry=r,
         )
         self.observe_received = Counter(
-            "ahp_gateway_observe_notifications_total", "hooks/observe notifications by status (queued, invalid, unrouted, dropped).",
-            ["status"], registry=r,
+            "ahp_gateway_observe_notifications_total",
+            "hooks/observe notifications by status (queued, invalid, unrouted, dropped).",
+            ["status"],
+            registry=r,
         )
         self.observe_deliveries = Counter(
-            "ahp_gateway_observe_deliveries_total", "Observation deliveries to upstreams by outcome.", ["upstream", "outcome"], registry=r,
+            "ahp_gateway_observe_deliveries_total",
+            "Observation deliveries to upstreams by outcome.",
+            ["upstream", "outcome"],
+            registry=r,
         )
         self.observe_drops = Counter(
-            "ahp_gateway_observe_drops_total", "Observations dropped before delivery, by reason.", ["reason"], registry=r,
+            "ahp_gateway_observe_drops_total",
+            "Observations dropped before delivery, by reason.",
+            ["reason"],
+            registry=r,
         )
         self.observe_queue = Gauge(
-            "ahp_gateway_observe_queue_depth", "Observations waiting for delivery.", registry=r, multiprocess_mode="livesum",
+            "ahp_gateway_observe_queue_depth",
+            "Observations waiting for delivery.",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.inflight = Gauge(
-            "ahp_gateway_inflight_requests", "Harness requests being processed.", registry=r, multiprocess_mode="livesum",
+            "ahp_gateway_inflight_requests",
+            "Harness requests being processed.",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.reloads = Counter(
-            "ahp_gateway_config_reloads_total", "Configuration reload attempts by result.", ["result"], registry=r,
+            "ahp_gateway_config_reloads_total",
+            "Configuration reload attempts by result.",
+            ["result"],
+            registry=r,
         )
         self.last_reload = Gauge(
-            "ahp_gateway_config_last_success_timestamp_seconds", "Unix time of the last configuration that loaded successfully.",
-            registry=r, multiprocess_mode="max",
+            "ahp_gateway_config_last_success_timestamp_seconds",
+            "Unix time of the last configuration that loaded successfully.",
+            registry=r,
+            multiprocess_mode="max",
         )
         self.config_ok = Gauge(
-            "ahp_gateway_config_last_reload_successful", "1 when the last reload attempt succeeded, 0 when it failed.",
-            registry=r, multiprocess_mode="min",
+            "ahp_gateway_config_last_reload_successful",
+            "1 when the last reload attempt succeeded, 0 when it failed.",
+            registry=r,
+            multiprocess_mode="min",
         )
         self.circuit_open = Gauge(
-            "ahp_gateway_upstream_circuit_open", "1 while an upstream's circuit breaker is open (calls fail fast).",
-            ["upstream"], registry=r, multiprocess_mode="max",
+            "ahp_gateway_upstream_circuit_open",
+            "1 while an upstream's circuit breaker is open (calls fail fast).",
+            ["upstream"],
+            registry=r,
+            multiprocess_mode="max",
         )
         self.decision_log_drops = Counter(
-            "ahp_gateway_decision_log_drops_total", "Decision log lines dropped because the writer fell behind.", registry=r,
+            "ahp_gateway_decision_log_drops_total",
+            "Decision log lines dropped because the writer fell behind.",
+            registry=r,
         )
         self.build_info = Gauge(
-            "ahp_gateway_build_info", "Build information (value is always 1).", ["version", "python"],
-            registry=r, multiprocess_mode="max",
+            "ahp_gateway_build_info",
+            "Build information (value is always 1).",
+            ["version", "python"],
+            registry=r,
+            multiprocess_mode="max",
         )
         self.build_info.labels(__version__, platform.python_version()).set(1)
         self.reloads.labels("success")
@@ -170,6 +227,6 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         if self.multiprocess:
             registry = CollectorRegistry()
-            _multiprocess.MultiProcessCollector(registry)
+            _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

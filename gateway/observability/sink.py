@@ -74,7 +74,11 @@ class Observability:
             if self.spans is not None:
                 self.spans.finish(
                     trace,
-                    {"ahp.event.type": decision.event_type, "ahp.outcome": outcome, "ahp.decided_by": decision.decided_by},
+                    {
+                        "ahp.event.type": decision.event_type,
+                        "ahp.outcome": outcome,
+                        "ahp.decided_by": decision.decided_by,
+                    },
                     decision.steps,
                 )
         if self.decisions is not None:

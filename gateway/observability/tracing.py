@@ -72,7 +72,9 @@ class Spans:
 
     def start_request(self, ctx: TraceContext, name: str) -> None:
         parent = self._span_context(
-            trace_id=int(ctx.trace_id, 16), span_id=int(ctx.parent_id, 16), is_remote=True,
+            trace_id=int(ctx.trace_id, 16),
+            span_id=int(ctx.parent_id, 16),
+            is_remote=True,
             trace_flags=self._flags(int(ctx.flags, 16)),
         )
         context = self._trace.set_span_in_context(self._non_recording(parent))

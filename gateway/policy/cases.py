@@ -47,8 +47,10 @@ def subset(expected: Any, actual: Any) -> bool:
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(expected) == len(actual) and all(
-            subset(e, a) for e, a in zip(expected, actual, strict=True)
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return bool(expected == actual) and type(expected) is type(actual)
 
@@ -83,7 +85,9 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
     )
     result = library.evaluate(event["type"], activation, caps)
     if result.error is not None:
-        return CaseResult(file, case.name, False, case.expect, result.effects, f"rule {result.error.rule}: {result.error.result}")
+        return CaseResult(
+            file, case.name, False, case.expect, result.effects, f"rule {result.error.rule}: {result.error.result}"
+        )
     return CaseResult(file, case.name, subset(case.expect, result.effects), case.expect, result.effects)
 
 
@@ -97,4 +101,3 @@ def run(paths: Sequence[Path], engine: Engine | None = None) -> list[CaseResult]
         for index, case in enumerate(policy_file.spec.tests):
             results.append(run_case(single, case, index, engine, policy_file.path))
     return results
-

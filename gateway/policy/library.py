@@ -157,7 +157,9 @@ class Library:
             found = tuple(r for r in self.rules if r.applies_to(event_type))
         return found
 
-    def evaluate(self, event_type: str, activation: Activation, caps: Mapping[str, Any], *, trace: bool = False) -> Evaluation:
+    def evaluate(
+        self, event_type: str, activation: Activation, caps: Mapping[str, Any], *, trace: bool = False
+    ) -> Evaluation:
         """Rules in file order; the first deny ends evaluation. An evaluation error is an
         operational failure of this backend (its failure policy applies)."""
         advertised = caps.get("effects", ())
@@ -225,7 +227,13 @@ def _effect(spec: EffectSpec, rule: Rule) -> dict[str, Any]:
                 "id": ident,
                 "role": spec.inject.role,
                 "parts": [
-                    {"id": ident + ".text", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": spec.inject.text}
+                    {
+                        "id": ident + ".text",
+                        "kind": "text",
+                        "mediaType": "text/plain",
+                        "selection": "body",
+                        "text": spec.inject.text,
+                    }
                 ],
             }
         ],
@@ -284,7 +292,14 @@ def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | 
             continue
         items: tuple[str | int, ...] = ("rules", index, "when")
         if rule.id in seen:
-            issues.append(Issue(str(path), json_path(("rules", index, "id")), f"duplicate rule id {rule.id!r}", source.line(["rules", index, "id"])))
+            issues.append(
+                Issue(
+                    str(path),
+                    json_path(("rules", index, "id")),
+                    f"duplicate rule id {rule.id!r}",
+                    source.line(["rules", index, "id"]),
+                )
+            )
         seen.add(rule.id)
         try:
             program = engine.compile(rule.when, f"{path.name}:{rule.id}")

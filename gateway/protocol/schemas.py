@@ -32,9 +32,7 @@ def locate_schema_file() -> Path:
     try:
         dist = importlib.metadata.distribution(SCHEMA_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError as exc:
-        raise SchemaSourceError(
-            f"{SCHEMA_DISTRIBUTION}=={SCHEMA_DISTRIBUTION_VERSION} is not installed"
-        ) from exc
+        raise SchemaSourceError(f"{SCHEMA_DISTRIBUTION}=={SCHEMA_DISTRIBUTION_VERSION} is not installed") from exc
     path = Path(str(dist.locate_file("agenthooksprotocol/schemas.json")))
     if not path.is_file():
         raise SchemaSourceError(f"{SCHEMA_DISTRIBUTION} has no schemas.json")
@@ -90,11 +88,7 @@ class Schemas:
         }
 
     def _compile(self, ref: str) -> Check:
-        return Check(
-            jsonschema_rs.validator_for(
-                {"$ref": BASE + ref}, registry=self._registry, validate_formats=True
-            )
-        )
+        return Check(jsonschema_rs.validator_for({"$ref": BASE + ref}, registry=self._registry, validate_formats=True))
 
 
 def _event_name(documents: Mapping[str, dict[str, Any]], ref: str) -> str:
@@ -128,7 +122,5 @@ def load() -> Schemas:
     raw = locate_schema_file().read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     if digest != SCHEMA_SHA256:
-        raise SchemaSourceError(
-            f"schemas.json sha256 {digest} differs from the pinned {SCHEMA_SHA256}"
-        )
+        raise SchemaSourceError(f"schemas.json sha256 {digest} differs from the pinned {SCHEMA_SHA256}")
     return Schemas(orjson.loads(raw))

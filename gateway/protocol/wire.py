@@ -39,9 +39,7 @@ def result_body(request_id: Json, result: dict[str, Any]) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
-def intercept_result_body(
-    request_id: Json, version: str, effects: list[dict[str, Any]]
-) -> bytes:
+def intercept_result_body(request_id: Json, version: str, effects: list[dict[str, Any]]) -> bytes:
     return orjson.dumps(
         {"jsonrpc": "2.0", "id": request_id, "result": {"protocolVersion": version, "effects": effects}}
     )

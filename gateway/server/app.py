@@ -255,7 +255,12 @@ class GatewayServer:
         stop = asyncio.Event()
         fast = asyncio.Event()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        loop.add_signal_handler(signal.SIGINT, lambda: (fast.set(), stop.set()))
+
+        def interrupt() -> None:
+            fast.set()
+            stop.set()
+
+        loop.add_signal_handler(signal.SIGINT, interrupt)
         loop.add_signal_handler(signal.SIGHUP, lambda: _tasks.spawn(self.reload(), name="sighup-reload"))
         await stop.wait()
         await self.drain_and_stop(0.0 if fast.is_set() else None)

@@ -35,7 +35,7 @@ def supervise(worker_argv: Sequence[str], workers: int) -> int:
     status = 0
 
     def start(slot: int) -> None:
-        children[slot] = subprocess.Popen(argv, env=env)  # noqa: S603 - our own interpreter and module
+        children[slot] = subprocess.Popen(argv, env=env)
 
     def forward(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -75,6 +75,6 @@ def _mark_dead(pid: int) -> None:
     try:
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid)
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
     except Exception:  # noqa: BLE001 - metrics clean-up must never stop supervision
         log.debug("could not mark worker %d dead in the metrics directory", pid)

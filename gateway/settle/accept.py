@@ -97,9 +97,10 @@ def _grant_problem(effects: list[dict[str, Any]], exp: Expectation) -> str | Non
     compaction = _COMPACTION_TARGET.get(exp.event_type)
     if compaction:
         for effect in effects:
-            if effect["type"] in ("modify", "return"):
-                if not _inline_text(exp.sent_event.get(compaction)) or not _inline_text(effect["value"]):
-                    return "compaction edits require selected inline text"
+            if effect["type"] in ("modify", "return") and (
+                not _inline_text(exp.sent_event.get(compaction)) or not _inline_text(effect["value"])
+            ):
+                return "compaction edits require selected inline text"
     return None
 
 
@@ -109,7 +110,7 @@ def _inline_text(parts: Any) -> bool:
     )
 
 
-def _stage(effects: list[dict[str, Any]], exp: Expectation) -> dict[str, Any] | None | Failure:
+def _stage(effects: list[dict[str, Any]], exp: Expectation) -> dict[str, Any] | Failure | None:
     """Apply this answer's modifications to a copy of the event; None when nothing changed."""
     mods = [e for e in effects if e["type"] == "modify"]
     if not mods:
@@ -123,9 +124,7 @@ def _stage(effects: list[dict[str, Any]], exp: Expectation) -> dict[str, Any] | 
     return None if json_equal(staged, event) else staged
 
 
-def apply_modifications(
-    event: dict[str, Any], mods: list[dict[str, Any]], event_type: str
-) -> dict[str, Any] | None:
+def apply_modifications(event: dict[str, Any], mods: list[dict[str, Any]], event_type: str) -> dict[str, Any] | None:
     """Ordered modify effects applied to a copy of ``event`` (replace substitutes; merge appends
     lists in order and merges objects shallowly, null being a literal). None on a shape error."""
     targets = MODIFY_TARGETS[event_type]

@@ -116,7 +116,9 @@ class StdioUpstream:
             self._kill(proc)
             raise
 
-    async def _exchange(self, proc: asyncio.subprocess.Process, line: bytes, rid: Any, *, close: bool) -> Reply | Failure:
+    async def _exchange(
+        self, proc: asyncio.subprocess.Process, line: bytes, rid: Any, *, close: bool
+    ) -> Reply | Failure:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(line)
         await proc.stdin.drain()

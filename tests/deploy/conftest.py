@@ -118,7 +118,13 @@ def template(helm: Callable[..., HelmResult]) -> Callable[..., HelmResult]:
         kube_version: str = KUBE_VERSION,
     ) -> HelmResult:
         return helm(
-            "template", RELEASE, chart, "--namespace", NAMESPACE, "--kube-version", kube_version,
+            "template",
+            RELEASE,
+            chart,
+            "--namespace",
+            NAMESPACE,
+            "--kube-version",
+            kube_version,
             *values_args(values, sets),
         )
 

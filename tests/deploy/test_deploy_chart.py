@@ -165,7 +165,9 @@ def test_selectors_match_labels(render: Render, values: Path | None) -> None:
     if hpa := maybe(docs, "HorizontalPodAutoscaler"):
         target = hpa["spec"]["scaleTargetRef"]
         assert (target["apiVersion"], target["kind"], target["name"]) == (
-            "apps/v1", "Deployment", deployment["metadata"]["name"],
+            "apps/v1",
+            "Deployment",
+            deployment["metadata"]["name"],
         )
         assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
         assert hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
@@ -275,10 +277,13 @@ def test_reload_strategy_and_workers(render: Render, values: Path | None) -> Non
     _, pod, container = deployment_parts(docs)
     settings = load_values(values)
     annotations = pod["metadata"].get("annotations", {})
+    reload = gateway_config(docs)["reload"]
     if settings["reloadStrategy"] == "rollout":
         assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/config"])
+        assert reload["watch"] is False, "rolled pods keep the configuration they started with"
     else:
         assert "checksum/config" not in annotations
+        assert reload["watch"] is True, "hot reload needs the file watch"
     args = container["args"]
     assert args[args.index("--config") + 1] == CONFIG_PATH
     assert args[args.index("serve") - 2 : args.index("serve")] == ["--log-level", settings["logLevel"]]
@@ -386,7 +391,12 @@ def test_rendered_config_passes_ahp_gateway_check(render: Render, values: Path |
         env.pop(entry["name"], None)
     proc = subprocess.run(
         [sys.executable, "-m", "gateway", "check", "--config", str(config_dir / "gateway.yaml")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, f"ahp-gateway check failed:\n{proc.stdout}\n{proc.stderr}"
     assert proc.stdout.startswith("OK gateway.yaml")
@@ -430,9 +440,20 @@ def test_values_files_match_the_schema() -> None:
         (["workers=true"], "workers"),
         (["reloadStrategy=sometimes"], "reloadStrategy"),
         (["config.listen.host=127.0.0.1"], "host"),
+        (["config.reload.watch=true"], "watch"),
+        (["config.shutdown.drainDelaySeconds=1"], "shutdown"),
         (["service.port=70000"], "port"),
     ],
-    ids=["wrong-type", "unknown-top-level-key", "bool-for-int", "bad-enum", "loopback-listener", "port-range"],
+    ids=[
+        "wrong-type",
+        "unknown-top-level-key",
+        "bool-for-int",
+        "bad-enum",
+        "loopback-listener",
+        "reload-watch-by-hand",
+        "shutdown-by-hand",
+        "port-range",
+    ],
 )
 def test_schema_rejects_bad_values(
     helm: Callable[..., HelmResult], template: Template, sets: list[str], needle: str
@@ -468,8 +489,12 @@ LITERAL_SECRETS: dict[str, dict[str, Any]] = {
                     "id": "com.example.x",
                     "transport": {"type": "http", "url": "https://x.example.com/"},
                     "authentication": {
-                        "type": "oauth", "resource": "r", "issuer": "https://i.example.com", "clientId": "c",
-                        "clientSecret": "hunter2", "flow": "client_credentials",
+                        "type": "oauth",
+                        "resource": "r",
+                        "issuer": "https://i.example.com",
+                        "clientId": "c",
+                        "clientSecret": "hunter2",
+                        "flow": "client_credentials",
                     },
                     "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": "omit"}}],
                 }
@@ -500,21 +525,33 @@ def test_plain_env_without_credential_name_is_allowed(render: Render) -> None:
     ("values", "needle"),
     [
         (
-            {"config": {"hooks": [{
-                "id": "com.example.x",
-                "transport": {"type": "http", "url": "https://x.example.com/"},
-                "authentication": {"type": "bearer", "tokenEnv": "X_TOKEN"},
-                "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": "omit"}}],
-            }]}},
+            {
+                "config": {
+                    "hooks": [
+                        {
+                            "id": "com.example.x",
+                            "transport": {"type": "http", "url": "https://x.example.com/"},
+                            "authentication": {"type": "bearer", "tokenEnv": "X_TOKEN"},
+                            "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": "omit"}}],
+                        }
+                    ]
+                }
+            },
             "X_TOKEN: add it to upstreamSecrets",
         ),
         (
-            {"config": {"hooks": [{
-                "id": "com.example.x",
-                "transport": {"type": "http", "url": "https://x.example.com/"},
-                "authentication": {"type": "bearer", "tokenRef": "file:/etc/secret/token"},
-                "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": "omit"}}],
-            }]}},
+            {
+                "config": {
+                    "hooks": [
+                        {
+                            "id": "com.example.x",
+                            "transport": {"type": "http", "url": "https://x.example.com/"},
+                            "authentication": {"type": "bearer", "tokenRef": "file:/etc/secret/token"},
+                            "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": "omit"}}],
+                        }
+                    ]
+                }
+            },
             "not under a mount of upstreamSecretFiles",
         ),
         ({"shutdown": {"terminationGracePeriodSeconds": 10}}, "terminationGracePeriodSeconds (10) must be at least"),
@@ -546,7 +583,9 @@ def test_planted_typo_fails_validation(template: Template, chart_copy: Path) -> 
 
 def test_template_error_in_a_copy_fails_render(template: Template, chart_copy: Path) -> None:
     service = chart_copy / "templates" / "service.yaml"
-    service.write_text(service.read_text().replace("{{ .Values.service.port }}", "{{ .Values.service.port | nosuchfunc }}"))
+    service.write_text(
+        service.read_text().replace("{{ .Values.service.port }}", "{{ .Values.service.port | nosuchfunc }}")
+    )
     result = template(chart=chart_copy)
     assert result.returncode != 0 and "nosuchfunc" in result.output
 
@@ -574,8 +613,17 @@ def check_service_monitor(monitor: dict[str, Any], docs: list[dict[str, Any]]) -
         assert DURATION.match(endpoint["interval"]) and DURATION.match(endpoint["scrapeTimeout"])
         for relabel in endpoint.get("relabelings", []) + endpoint.get("metricRelabelings", []):
             assert relabel.get("action", "replace") in {
-                "replace", "keep", "drop", "keepequal", "dropequal", "hashmod", "labelmap", "labeldrop", "labelkeep",
-                "lowercase", "uppercase",
+                "replace",
+                "keep",
+                "drop",
+                "keepequal",
+                "dropequal",
+                "hashmod",
+                "labelmap",
+                "labeldrop",
+                "labelkeep",
+                "lowercase",
+                "uppercase",
             }
 
 
@@ -623,8 +671,9 @@ def test_prometheus_operator_objects(render: Render, values: Path | None) -> Non
 def test_shipped_alerts_file_is_well_formed() -> None:
     alerts = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
     assert set(alerts) == {"groups"}
-    check_prometheus_rule({"apiVersion": "monitoring.coreos.com/v1", "metadata": {"name": "x", "namespace": "y"},
-                           "spec": alerts})
+    check_prometheus_rule(
+        {"apiVersion": "monitoring.coreos.com/v1", "metadata": {"name": "x", "namespace": "y"}, "spec": alerts}
+    )
 
 
 def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Path) -> None:
@@ -634,7 +683,9 @@ def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Path) -> None:
     rule = only(render([CHART / "ci" / "full-values.yaml"]), "PrometheusRule")
     rules = tmp_path / "rules.yml"
     rules.write_text(yaml.safe_dump(rule["spec"]))
-    proc = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -658,8 +709,14 @@ def test_grafana_dashboard_configmap(render: Render) -> None:
 
 def test_notes_render(helm: Callable[..., HelmResult]) -> None:
     result = helm(
-        "install", "demo", CHART, "--dry-run=client", "--namespace", NAMESPACE,
-        "-f", CHART / "ci" / "full-values.yaml",
+        "install",
+        "demo",
+        CHART,
+        "--dry-run=client",
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        CHART / "ci" / "full-values.yaml",
     )
     assert result.returncode == 0, result.output
     notes = result.stdout.split("NOTES:", 1)[1]

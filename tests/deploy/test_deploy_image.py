@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
@@ -80,7 +81,9 @@ def test_dockerfile_rules() -> None:
 
 
 def test_dockerignore_keeps_the_context_small() -> None:
-    lines = [line.strip() for line in DOCKERIGNORE.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    lines = [
+        line.strip() for line in DOCKERIGNORE.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
     assert lines[0] == "*", "allow-list: ignore everything, then re-include"
     included = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     assert {"pyproject.toml", "gateway", "policies"} <= included
@@ -103,7 +106,13 @@ def _buildah_ready() -> str | None:
 class Buildah:
     def __init__(self, root: Path) -> None:
         self.prefix = [
-            "buildah", "--storage-driver", "overlay", "--root", str(root / "storage"), "--runroot", str(root / "run"),
+            "buildah",
+            "--storage-driver",
+            "overlay",
+            "--root",
+            str(root / "storage"),
+            "--runroot",
+            str(root / "run"),
         ]
 
     def __call__(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
@@ -120,8 +129,17 @@ def _base_tar(workdir: Path) -> Path:
         return target
     rootfs = workdir / "rootfs"
     proc = subprocess.run(
-        ["debootstrap", "--variant=minbase", "--include=python3,python3-pip,python-is-python3", "bookworm", str(rootfs)],
-        capture_output=True, text=True, timeout=900, check=False,
+        [
+            "debootstrap",
+            "--variant=minbase",
+            "--include=python3,python3-pip,python-is-python3",
+            "bookworm",
+            str(rootfs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     # As on the python images, pip may install into the system interpreter.
@@ -154,9 +172,19 @@ def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Buil
         (base_ctx / "base.tar").unlink()
         volumes = ["-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"] if CA_BUNDLE.exists() else []
         buildah(
-            "bud", "--isolation", "chroot", "--format", "docker",
-            "--build-arg", "BASE_IMAGE=localhost/ahp-test-base",
-            *volumes, "-t", "localhost/ahp-gateway:test", "-f", str(DOCKERFILE), str(REPO),
+            "bud",
+            "--isolation",
+            "chroot",
+            "--format",
+            "docker",
+            "--build-arg",
+            "BASE_IMAGE=localhost/ahp-test-base",
+            *volumes,
+            "-t",
+            "localhost/ahp-gateway:test",
+            "-f",
+            str(DOCKERFILE),
+            str(REPO),
             timeout=900,
         )
         yield buildah, "localhost/ahp-gateway:test"
@@ -183,12 +211,25 @@ def test_image_builds_and_runs(built_image: tuple[Buildah, str]) -> None:
         version = buildah("run", "--isolation", "chroot", container, "--", "ahp-gateway", "--version").stdout
         assert re.fullmatch(r"ahp-gateway \d+\.\d+\.\d+\S*\n?", version), version
         check = buildah(
-            "run", "--isolation", "chroot", container, "--", "ahp-gateway", "check", "--config",
+            "run",
+            "--isolation",
+            "chroot",
+            container,
+            "--",
+            "ahp-gateway",
+            "check",
+            "--config",
             "/etc/ahp-gateway/gateway.yaml",
         ).stdout
         assert check.startswith("OK gateway.yaml")
         probe = buildah(
-            "run", "--isolation", "chroot", container, "--", "sh", "-c",
+            "run",
+            "--isolation",
+            "chroot",
+            container,
+            "--",
+            "sh",
+            "-c",
             "id -u; test ! -e /wheels && echo no-wheels; "
             "find / -xdev \\( -name '*.whl' -o -path '*/.cache/pip' \\) -print 2>/dev/null | head -5; "
             "command -v gcc cc || echo no-compiler",
@@ -207,18 +248,19 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("values", [None, "workers-values.yaml"], ids=["default", "workers"])
 def test_image_serves_the_chart_config_read_only_and_non_root(
-    built_image: tuple[Buildah, str], render: Any, tmp_path: Path
+    built_image: tuple[Buildah, str], render: Any, tmp_path: Path, values: str | None
 ) -> None:
     """Run the image the way the chart's Deployment does: the rendered gateway.yaml and policies
-    mounted read-only at /etc/ahp-gateway, a read-only root file system with a tmpfs on /tmp, the
-    pod's user, the container args, in a private network namespace; then probe /healthz and
-    /readyz on the admin port."""
+    mounted read-only at /etc/ahp-gateway, a read-only root file system with a tmpfs for every
+    emptyDir, the pod's user, the container args and plain env, in a private network namespace;
+    probe the admin endpoints, then stop it with SIGTERM and expect a clean drain."""
     for tool in ("unshare", "nsenter", "chroot", "ip"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not available")
     buildah, image = built_image
-    docs = render()
+    docs = render([REPO / "charts" / "ahp-gateway" / "ci" / values] if values else [])
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     (container_spec,) = pod["containers"]
@@ -233,6 +275,9 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
                 (config_dir / "policies" / name).write_text(content)
     mounts = {m["mountPath"] for m in container_spec["volumeMounts"]}
     assert {"/etc/ahp-gateway", "/tmp"} <= mounts
+    empty_dirs = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    scratch = [m["mountPath"] for m in container_spec["volumeMounts"] if m["name"] in empty_dirs]
+    assert "/tmp" in scratch
     ports = {p["name"]: p["containerPort"] for p in container_spec["ports"]}
     user = f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
     env = [f"{e['name']}={e['value']}" for e in container_spec.get("env", []) if "value" in e]
@@ -248,10 +293,12 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
         script = " && ".join(
             [
                 "ip link set lo up",
+                # mount points are created by the container runtime before the root goes read-only
+                *(f"mkdir -p {merged}{path}" for path in scratch),
                 f"mount --bind {merged} {root}",
                 f"mount --rbind /dev {root}/dev",
                 f"mount -o remount,bind,ro {root}",
-                f"mount -t tmpfs -o size=64m,mode=1777 tmpfs {root}/tmp",
+                *(f"mount -t tmpfs -o size=64m,mode=1777 tmpfs {root}{path}" for path in scratch),
                 f"mount --bind {config_dir} {root}/etc/ahp-gateway",
                 f"mount -o remount,bind,ro {root}/etc/ahp-gateway",
                 f"exec chroot --userspec={user} {root} env -i {' '.join(image_env + env)} {' '.join(command)}",
@@ -261,32 +308,51 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
         with log.open("w") as out:
             proc = subprocess.Popen(
                 ["unshare", "--mount", "--net", "--propagation", "private", "--fork", "sh", "-ec", script],
-                stdout=out, stderr=subprocess.STDOUT, text=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
+        def probe(pid: int) -> dict[str, int] | None:
+            code = (
+                "import json, urllib.error, urllib.request\n"
+                "out = {}\n"
+                "for path in ('/healthz', '/readyz', '/metrics'):\n"
+                "    try:\n"
+                f"        out[path] = urllib.request.urlopen('http://127.0.0.1:{ports['admin']}' + path, timeout=2).status\n"
+                "    except urllib.error.HTTPError as exc:\n"
+                "        out[path] = exc.code\n"
+                "print(json.dumps(out))\n"
+            )
+            result = subprocess.run(
+                ["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-c", code],
+                capture_output=True, text=True, timeout=30, check=False,
+            )
+            return json.loads(result.stdout) if result.returncode == 0 else None
+
         deadline = time.monotonic() + 60
         gateway_pid = None
-        status = ""
+        status = None
         while time.monotonic() < deadline and proc.poll() is None:
             gateway_pid = gateway_pid or next(iter(_children(proc.pid)), None)
-            if gateway_pid:
-                code = (
-                    "import urllib.request\n"
-                    "for path in ('/healthz', '/readyz'):\n"
-                    f"    r = urllib.request.urlopen('http://127.0.0.1:{ports['admin']}' + path, timeout=2)\n"
-                    "    print(path, r.status, r.read().decode())\n"
-                )
-                probe = subprocess.run(
-                    ["nsenter", f"--net=/proc/{gateway_pid}/ns/net", sys.executable, "-c", code],
-                    capture_output=True, text=True, timeout=30, check=False,
-                )
-                if probe.returncode == 0:
-                    status = probe.stdout
-                    break
+            if gateway_pid and (status := probe(gateway_pid)) == {"/healthz": 200, "/readyz": 200, "/metrics": 200}:
+                break
             time.sleep(0.5)
-        assert status, f"the gateway did not become ready:\n{log.read_text()}"
-        assert "/healthz 200" in status and '/readyz 200 {"ready": true' in status, status
+        assert gateway_pid and status == {"/healthz": 200, "/readyz": 200, "/metrics": 200}, (
+            f"the gateway did not become ready ({status}):\n{log.read_text()}"
+        )
         owner = Path(f"/proc/{gateway_pid}/status").read_text()
         assert re.search(r"^Uid:\s+65532\s", owner, re.MULTILINE), "the gateway must run as the pod user"
+
+        # SIGTERM (what the kubelet sends after the preStop hook): not ready at once, still alive,
+        # then a clean exit within the drain budget the chart put into the configuration.
+        shutdown = yaml.safe_load((config_dir / "gateway.yaml").read_text())["shutdown"]
+        stopped_at = time.monotonic()
+        os.kill(gateway_pid, signal.SIGTERM)
+        draining = probe(gateway_pid)
+        assert draining is not None and (draining["/healthz"], draining["/readyz"]) == (200, 503), draining
+        budget = shutdown["drainDelaySeconds"] + shutdown["drainTimeoutSeconds"] + 5
+        assert proc.wait(timeout=budget) == 0, log.read_text()
+        assert time.monotonic() - stopped_at >= shutdown["drainDelaySeconds"] - 0.5, "drain delay not honoured"
         assert "Traceback" not in log.read_text()
     finally:
         if proc is not None:
