@@ -179,7 +179,7 @@ async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_
     port, admin = _free_port(), _free_port()
     cfg = gateway_config(
         [hook("org.example.a", stub.url)],
-        shutdown={"drainDelaySeconds": 1.0, "drainTimeoutSeconds": 10},
+        shutdown={"drainDelaySeconds": 2.0, "drainTimeoutSeconds": 10},
         log={"decisions": "off"},
     )
     cfg["listen"]["port"], cfg["admin"]["port"] = port, admin

@@ -290,11 +290,16 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
     proc: subprocess.Popen[str] | None = None
     try:
         merged = buildah("mount", container).stdout.strip()
+        # The container runtime creates missing mount points before the root goes read-only.
+        # Paths must not pass through a symlink of the image (it would resolve on this host).
+        for path in scratch:
+            parts = Path(path).relative_to("/").parts
+            for depth in range(1, len(parts) + 1):
+                assert not Path(merged, *parts[:depth]).is_symlink(), f"{path}: /{Path(*parts[:depth])} is a symlink"
+            Path(merged, *parts).mkdir(parents=True, exist_ok=True)
         script = " && ".join(
             [
                 "ip link set lo up",
-                # mount points are created by the container runtime before the root goes read-only
-                *(f"mkdir -p {merged}{path}" for path in scratch),
                 f"mount --bind {merged} {root}",
                 f"mount --rbind /dev {root}/dev",
                 f"mount -o remount,bind,ro {root}",
