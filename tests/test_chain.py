@@ -413,3 +413,40 @@ async def test_upstream_receives_projected_content(gateway_factory, stub_factory
     seen = a.received[0]["params"]["event"]
     assert seen["items"] == [{"id": "p1", "kind": "text", "mediaType": "text/plain", "selection": "metadata"}]
     assert "native" not in seen
+
+
+async def test_managed_scope_forces_fail_closed(gateway_factory, http):
+    """A managed subscription cannot be disabled, so its failure denies even under fail-open."""
+    entry = hook("org.example.managed", "http://127.0.0.1:9/", policy="fail-open")
+    entry["subscriptions"][0].update(scope="managed", disableable=False)
+    gw = await gateway_factory(gateway_config([entry]))
+    _, body = await post(http, gw.url, intercept(tool_before()))
+    assert body["result"]["effects"][0]["code"] == "org.example.gateway.upstream_unavailable"
+
+
+async def test_answer_without_effects_is_an_empty_list(gateway_factory, stub_factory, http):
+    """SDK 0.10.1 schema: result.effects is optional; absent means no effect (as the SDK settles)."""
+    a = await stub_factory(lambda r: {"jsonrpc": "2.0", "id": r["id"], "result": {"protocolVersion": "draft"}})
+    b = await stub_factory(lambda r: result(r, [{"type": "message", "text": "b"}]))
+    gw = await gateway_factory(gateway_config([hook("org.example.a", a.url), hook("org.example.b", b.url)]))
+    _, body = await post(http, gw.url, intercept(tool_before(), {"effects": ["deny", "message"]}))
+    assert body["result"]["effects"] == [{"type": "message", "text": "b"}]
+
+
+async def test_attachment_bodies_reach_upstreams_as_gaps(gateway_factory, stub_factory, http):
+    a = await stub_factory()
+    gw = await gateway_factory(gateway_config([hook("org.example.a", a.url)]))
+    event = tool_before()
+    event["items"] = [
+        {
+            "id": "img",
+            "kind": "attachment",
+            "mediaType": "image/png",
+            "selection": "body",
+            "body": {"ref": "ahp:ref:abc"},
+        }
+    ]
+    _, body = await post(http, gw.url, intercept(copy.deepcopy(event)))
+    assert "result" in body, body
+    seen = a.received[0]["params"]["event"]["items"][0]
+    assert "body" not in seen and seen["gap"]["reason"]

@@ -66,3 +66,27 @@ async def test_missing_command_is_an_operational_failure(gateway_factory, http):
     gw = await gateway_factory(gateway_config([entry]))
     _, body = await post(http, gw.url, intercept(tool_before("git push --force")))
     assert body["result"]["effects"] == []
+
+
+async def test_stdio_env_is_passed_on_a_minimal_environment(gateway_factory, http, tmp_path, monkeypatch):
+    """Registration `transport.env` (SDK 0.10.1 schema) is added to a minimal base environment."""
+    monkeypatch.setenv("GATEWAY_PRIVATE_SECRET", "must-not-leak")
+    out = tmp_path / "env.json"
+    script = tmp_path / "envdump.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "line = sys.stdin.readline()\n"
+        f"json.dump(dict(os.environ), open({str(out)!r}, 'w'))\n"
+        "req = json.loads(line)\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': {'protocolVersion': 'draft', 'effects': []}}), flush=True)\n"
+    )
+    entry = stdio_hook("env", "per_event")
+    entry["transport"].update(args=[str(script)], env={"REVIEW_MODE": "strict"})
+    gw = await gateway_factory(gateway_config([entry]))
+    _, body = await post(http, gw.url, intercept(tool_before()))
+    assert body["result"]["effects"] == []
+    import json as _json
+
+    env = _json.loads(out.read_text())
+    assert env["REVIEW_MODE"] == "strict"
+    assert "GATEWAY_PRIVATE_SECRET" not in env

@@ -317,6 +317,7 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
                 stderr=subprocess.STDOUT,
                 text=True,
             )
+
         def probe(pid: int) -> dict[str, int] | None:
             code = (
                 "import json, urllib.error, urllib.request\n"
@@ -330,7 +331,10 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
             )
             result = subprocess.run(
                 ["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-c", code],
-                capture_output=True, text=True, timeout=30, check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
             )
             return json.loads(result.stdout) if result.returncode == 0 else None
 
