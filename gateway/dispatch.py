@@ -15,8 +15,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cachetools import TTLCache
-
 from gateway import _tasks
 from gateway.policy.backend import LocalPolicyUpstream
 from gateway.protocol import wire
@@ -29,6 +27,7 @@ from gateway.runtime import Route, RuntimeConfig, RuntimeHolder
 from gateway.settle.accept import Expectation, accept
 from gateway.settle.chain import ChainState
 from gateway.settle.collapse import attributed_deny, collapse, synthetic_deny
+from gateway.settle.deliveries import DeliveryLedger
 from gateway.settle.ledger import Decision, Outcome, StepOutcome, StepRecord
 from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
 from gateway.telemetry import NullTelemetry, Telemetry
@@ -44,7 +43,6 @@ CONFIGURATION = "hooks/configuration"
 REQUEST_METHODS = frozenset((INTERCEPT, CAPABILITIES, CONFIGURATION))
 _DEFAULT_STATE: dict[str, Any] = {"permission": "none", "candidate": None}
 _NUL = b"\\u0000"
-DONE = True
 
 
 class Engine:
@@ -55,7 +53,7 @@ class Engine:
         self.telemetry: Telemetry = telemetry or NullTelemetry()
         cfg = holder.current.loaded.config.observe
         self._queue: asyncio.Queue[tuple[RuntimeConfig, dict[str, Any], str]] = asyncio.Queue(cfg.queueSize)
-        self._delivered: TTLCache[tuple[str, str, str], bool] = TTLCache(cfg.dedupEntries, cfg.dedupTtlSeconds)
+        self._delivered = DeliveryLedger(cfg.dedupEntries, cfg.dedupTtlSeconds, time.monotonic)
         self._workers: list[asyncio.Task[None]] = []
         self._worker_count = cfg.workers
         self._background: set[asyncio.Task[Any]] = set()
@@ -261,7 +259,7 @@ class Engine:
         shadows = snap.shadow_routes.get(etype, ())
         variables: dict[str, Any] | None = None
         activation: Activation | None = None
-        if snap.uses_cel or any(r.upstream.kind == "local" for r in (*routes, *shadows)):
+        if etype in snap.activation_events:
             variables = self._variables(snap, INTERCEPT, version, params["capabilities"], headers)
             activation = snap.cel.activation({**variables, "event": event}, maybe_nul=_NUL in body or b"\x00" in body)
         dropped: list[Route] = []
@@ -272,7 +270,7 @@ class Engine:
             selected, shadow_selected = list(routes), list(shadows)
         ident = (event["source"], event["id"])
         for route in dropped:
-            self._delivered[(*ident, route.key)] = DONE
+            self._delivered.add((*ident, route.key))
         caps = narrow(params["capabilities"], etype)
         state0 = params.get("state") or _DEFAULT_STATE
         if shadow_selected:
@@ -302,7 +300,7 @@ class Engine:
                 )
         finally:
             for route in called:
-                self._delivered[(*ident, route.key)] = DONE
+                self._delivered.add((*ident, route.key))
         deny = None
         if synthetic is not None:
             upstream, failure = synthetic
@@ -643,7 +641,7 @@ class Engine:
             key = (*ident, route.key)
             if key in self._delivered:
                 continue
-            self._delivered[key] = DONE
+            self._delivered.add(key)
             view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
             note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
             started = time.perf_counter()

@@ -70,6 +70,8 @@ class RuntimeConfig:
     header_allowlist: frozenset[str]
     observe_timeout: float
     uses_cel: bool
+    activation_events: frozenset[str]
+    """Event types whose intercepts need a CEL activation (a `when` or a local backend)."""
     breakers: Mapping[str, tuple[int, float]]
     """Circuit breaker settings (threshold, open seconds) per remote upstream."""
     expression_ids: tuple[str, ...] = ()
@@ -192,6 +194,11 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
         header_allowlist=frozenset(h.lower() for h in cfg.headers),
         observe_timeout=cfg.observe.timeoutMs / 1000,
         uses_cel=uses_cel,
+        activation_events=frozenset(
+            event
+            for event, routes in (*frozen_intercept.items(), *frozen_shadow.items())
+            if uses_cel or any(r.upstream.kind == "local" for r in routes)
+        ),
         breakers=MappingProxyType(breakers),
         expression_ids=tuple(expression_ids),
     )

@@ -5,13 +5,15 @@ spans through opentelemetry-api (an SDK/exporter is the operator's choice; off b
 
 from __future__ import annotations
 
-import os
+import random
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+_bits = random.getrandbits
+"""Ids only need to be unique, not secret; the seeded Mersenne Twister avoids a syscall per id."""
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 TRACE_EXTENSION = "org.w3c.trace_context"
 
@@ -46,12 +48,12 @@ def from_request(headers: Mapping[str, str], event: Mapping[str, Any]) -> TraceC
             parsed = parse_traceparent(carrier.get("traceparent"))
             state = carrier.get("tracestate") if isinstance(carrier.get("tracestate"), str) else None
     if parsed is None:  # no incoming context: this request starts a trace
-        return TraceContext(os.urandom(16).hex(), os.urandom(8).hex(), "01")
+        return TraceContext(f"{_bits(128):032x}", f"{_bits(64):016x}", "01")
     return TraceContext(parsed[0], parsed[1], parsed[2], state)
 
 
 def child_headers(ctx: TraceContext, span_id: str | None = None) -> dict[str, str]:
-    headers = {"traceparent": f"00-{ctx.trace_id}-{span_id or os.urandom(8).hex()}-{ctx.flags}"}
+    headers = {"traceparent": f"00-{ctx.trace_id}-{span_id or f'{_bits(64):016x}'}-{ctx.flags}"}
     if ctx.state:
         headers["tracestate"] = ctx.state
     return headers

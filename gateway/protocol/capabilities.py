@@ -9,15 +9,33 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from gateway.protocol.events import EFFECT_TYPES, MODIFY_TARGETS
 
 Caps = dict[str, Any]
 PARALLEL_SAFE = frozenset(("deny", "message"))
 
 
+_MEMO: dict[bytes, Caps] = {}
+_MEMO_LIMIT = 4096
+
+
 def narrow(harness: Caps, event_type: str) -> Caps:
     """The largest advertisement the gateway can honour for ``event_type``; never wider than
-    ``harness`` (which the request schema has already validated)."""
+    ``harness`` (which the request schema has already validated). Harnesses send the same few
+    advertisements over and over, so results are memoised; they are shared and never mutated."""
+    key = event_type.encode() + orjson.dumps(harness, option=orjson.OPT_SORT_KEYS)
+    found = _MEMO.get(key)
+    if found is None:
+        found = _narrow(harness, event_type)
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = found
+    return found
+
+
+def _narrow(harness: Caps, event_type: str) -> Caps:
     effects = [e for e in harness.get("effects", ()) if e in EFFECT_TYPES]
     out: Caps = {"effects": effects}
     if "modify" in effects:

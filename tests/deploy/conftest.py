@@ -31,7 +31,9 @@ RELEASE = "demo"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: long-running test (builds the container image)")
+    # Also declared in pyproject.toml; repeated so the directory runs on its own with --strict-markers.
+    config.addinivalue_line("markers", "slow: long-running tests (image builds, soak)")
+    config.addinivalue_line("markers", "deploy: Helm/Kubernetes/Docker artefact checks")
 
 
 def missing_tool(what: str) -> None:

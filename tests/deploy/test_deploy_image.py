@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+pytestmark = pytest.mark.deploy
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
@@ -247,7 +250,7 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("values", [None, "workers-values.yaml"], ids=["default", "workers"])
 def test_image_serves_the_chart_config_read_only_and_non_root(
     built_image: tuple[Buildah, str], render: Any, tmp_path: Path, values: str | None
@@ -306,7 +309,9 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
                 *(f"mount -t tmpfs -o size=64m,mode=1777 tmpfs {root}{path}" for path in scratch),
                 f"mount --bind {config_dir} {root}/etc/ahp-gateway",
                 f"mount -o remount,bind,ro {root}/etc/ahp-gateway",
-                f"exec chroot --userspec={user} {root} env -i {' '.join(image_env + env)} {' '.join(command)}",
+                shlex.join(
+                    ["exec", "chroot", f"--userspec={user}", str(root), "env", "-i", *image_env, *env, *command]
+                ),
             ]
         )
         log = tmp_path / "gateway.log"
