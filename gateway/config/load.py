@@ -6,6 +6,7 @@ the reason; all of them are collected before failing, so ``ahp-gateway check`` c
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 from collections.abc import Iterator
@@ -181,15 +182,25 @@ def _is_loopback(url: str) -> bool:
 
 
 def _semantic(
-    cfg: GatewayConfig, hooks: tuple[Backend, ...], source: _Source, hooks_prefix: tuple[PathItem, ...]
+    cfg: GatewayConfig,
+    hooks: tuple[Backend, ...],
+    source: _Source,
+    hooks_source: _Source,
+    hooks_prefix: tuple[PathItem, ...],
 ) -> tuple[list[Issue], list[Issue]]:
+    """Cross-field rules; hook problems are reported against the file the hooks came from."""
     errors: list[Issue] = []
     warnings: list[Issue] = []
-    file = str(source.path)
 
-    def issue(items: tuple[PathItem, ...], message: str, severity: Literal["error", "warning"] = "error") -> None:
+    def issue(
+        items: tuple[PathItem, ...],
+        message: str,
+        severity: Literal["error", "warning"] = "error",
+        where: _Source | None = None,
+    ) -> None:
         target = errors if severity == "error" else warnings
-        target.append(Issue(file, json_path(items), message, source.line(list(items)), severity))
+        origin = where or hooks_source
+        target.append(Issue(str(origin.path), json_path(items), message, origin.line(list(items)), severity))
 
     seen: dict[str, int] = {}
     for index, hook in enumerate(hooks):
@@ -236,12 +247,15 @@ def _semantic(
                 )
             if sub.filters is not None:
                 issue((*sat, "filters"), "filters are optimisation hints and are not applied", "warning")
+    if cfg.tracing.otel and importlib.util.find_spec("opentelemetry") is None:
+        issue(("tracing", "otel"), "needs opentelemetry-api: pip install 'ahp-gateway[otel]'", where=source)
     if cfg.limits.deadlineMs >= cfg.frontend_timeout_ms:
         issue(
             ("limits", "deadlineMs"),
             f"deadlineMs {cfg.limits.deadlineMs} >= frontend.timeoutMs {cfg.frontend_timeout_ms}: "
             "the harness may time out before the gateway answers",
             "warning",
+            source,
         )
     return errors, warnings
 
@@ -295,7 +309,7 @@ def load(path: Path | None = None) -> LoadedConfig:
         hooks, hooks_source, prefix = tuple(doc.hooks), reg_source, ("hooks",)
     else:
         hooks = tuple(cfg.hooks or ())
-    errors, more = _semantic(cfg, hooks, hooks_source, prefix)
+    errors, more = _semantic(cfg, hooks, source, hooks_source, prefix)
     if errors:
         raise ConfigError(errors)
     return LoadedConfig(cfg, hooks, path, tuple(warnings + more), tuple(files))
