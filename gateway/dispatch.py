@@ -98,6 +98,9 @@ class Engine:
         return self._queue.qsize()
 
     # ------------------------------------------------------------------ entry point
+    def circuit_states(self) -> dict[str, bool]:
+        return {hook: breaker.is_open for hook, breaker in self._breakers.items()}
+
     def open_circuits(self) -> list[str]:
         """Upstreams whose circuit is open (reported by /readyz; never changes readiness)."""
         return sorted(h for h, b in self._breakers.items() if b.is_open)
@@ -211,7 +214,7 @@ class Engine:
         }
 
     def _routed(
-        self, routes: tuple[Route, ...], activation: Activation | None, decision: Decision | None
+        self, routes: tuple[Route, ...], activation: Activation | None, *, count: bool
     ) -> tuple[list[Route], list[Route]]:
         """(routes whose ``when`` holds, routes filtered out). Errors follow each route's onError."""
         selected: list[Route] = []
@@ -231,7 +234,7 @@ class Engine:
                     keep = False
                     break
             (selected if keep else dropped).append(route)
-            if keep:
+            if keep and count:
                 self.telemetry.routed(route.hook_id)
         return selected, dropped
 
@@ -264,10 +267,12 @@ class Engine:
             activation = snap.cel.activation({**variables, "event": event}, maybe_nul=_NUL in body or b"\x00" in body)
         dropped: list[Route] = []
         if snap.uses_cel:
-            selected, dropped = self._routed(routes, activation, decision)
-            shadow_selected, _ = self._routed(shadows, activation, decision)
+            selected, dropped = self._routed(routes, activation, count=True)
+            shadow_selected, _ = self._routed(shadows, activation, count=False)
         else:
             selected, shadow_selected = list(routes), list(shadows)
+            for route in selected:
+                self.telemetry.routed(route.hook_id)
         ident = (event["source"], event["id"])
         for route in dropped:
             self._delivered.add((*ident, route.key))
@@ -635,7 +640,7 @@ class Engine:
         if snap.uses_cel:
             variables = self._variables(snap, OBSERVE, version, {}, {})
             activation = snap.cel.activation({**variables, "event": event})
-            routes = tuple(self._routed(routes, activation, None)[0])
+            routes = tuple(self._routed(routes, activation, count=False)[0])
         ident = (event["source"], event["id"])
         for route in routes:
             key = (*ident, route.key)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -24,6 +24,7 @@ from gateway.protocol.events import ALL_EVENTS_SET
 BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 METHODS = frozenset(("hooks/intercept", "hooks/observe", "hooks/capabilities", "hooks/configuration"))
 MAX_CODES_PER_UPSTREAM = 50
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created series double the series count and nobody queries them
 
 
 def multiprocess_dir() -> str | None:
@@ -215,14 +216,24 @@ class Metrics:
         seen.add(code)
         return code
 
-    def preregister(self, hooks: Iterable[str], expressions: Iterable[str]) -> None:
-        """Create the per-hook series at start, so dashboards and alerts see zeros, not gaps."""
+    def preregister(self, hooks: Iterable[str], remote: Iterable[str], expressions: Iterable[str]) -> None:
+        """Create the per-hook series at start, so dashboards and alerts see zeros, not gaps.
+        Circuit gauges are not touched here: their value comes from the breakers."""
         for hook in hooks:
             self.child(self.route_matches, hook)
-            self.child(self.circuit_open, hook).set(0)
+        for hook in remote:
             self.child(self.upstream_calls, hook, "ok")
         for expression in expressions:
             self.child(self.cel_errors, expression)
+
+    def circuits(self, states: dict[str, bool]) -> None:
+        """Set every circuit gauge from breaker state; drop series of upstreams that are gone."""
+        for family, *labels in list(self._children):
+            if family == id(self.circuit_open) and labels[0] not in states:
+                del self._children[(family, *labels)]
+                self.circuit_open.remove(*labels)
+        for hook, is_open in states.items():
+            self.child(self.circuit_open, hook).set(1 if is_open else 0)
 
     def render(self) -> tuple[bytes, str]:
         if self.multiprocess:

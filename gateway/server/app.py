@@ -127,8 +127,10 @@ class GatewayServer:
         return self.telemetry if isinstance(self.telemetry, Observability) else None
 
     def _preregister(self, snap: RuntimeConfig) -> None:
-        if self.observability is not None:
-            self.observability.metrics.preregister([h.id for h in snap.loaded.hooks], snap.expression_ids)
+        if self.observability is not None and self.engine is not None:
+            metrics = self.observability.metrics
+            metrics.preregister([h.id for h in snap.loaded.hooks], list(snap.breakers), snap.expression_ids)
+            metrics.circuits(self.engine.circuit_states())
 
     async def start(self) -> None:
         snapshot = build(self.loaded, self.pool)
