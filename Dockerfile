@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # AHP Gateway container image.
 #
 #   docker build -t ahp-gateway .

@@ -59,8 +59,10 @@ app.kubernetes.io/part-of: ahp-gateway
 
 {{/*
 The gateway configuration as a YAML document: .Values.config (already merged over the chart's
-defaults by Helm) with the listeners forced onto all interfaces and `shutdown` taken from
-.Values.shutdown, so the drain timings always match the pod's grace period.
+defaults by Helm) with the listeners forced onto all interfaces, `shutdown` taken from
+.Values.shutdown (so the drain timings always match the pod's grace period) and `reload.watch`
+from .Values.reloadStrategy (hot: reload when the mounted files change; rollout: a pod keeps the
+configuration it started with and changes arrive by a rolling update).
 */}}
 {{- define "ahp-gateway.config" -}}
 {{- $cfg := deepCopy (default (dict) .Values.config) }}
@@ -71,6 +73,9 @@ defaults by Helm) with the listeners forced onto all interfaces and `shutdown` t
 {{- $_ := set $admin "host" (default "0.0.0.0" $admin.host) }}
 {{- $_ := set $cfg "admin" $admin }}
 {{- $_ := set $cfg "shutdown" (dict "drainDelaySeconds" .Values.shutdown.drainDelaySeconds "drainTimeoutSeconds" .Values.shutdown.drainTimeoutSeconds) }}
+{{- $reload := default (dict) $cfg.reload }}
+{{- $_ := set $reload "watch" (eq .Values.reloadStrategy "hot") }}
+{{- $_ := set $cfg "reload" $reload }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -98,6 +103,8 @@ defaults by Helm) with the listeners forced onto all interfaces and `shutdown` t
 {{- range $name, $content := .Values.policies }}
 {{- if $content }}
 {{- $_ := set $all $name $content }}
+{{- else }}
+{{- $_ := unset $all $name }}
 {{- end }}
 {{- end }}
 {{- toYaml $all }}
@@ -106,7 +113,7 @@ defaults by Helm) with the listeners forced onto all interfaces and `shutdown` t
 
 {{/* Hash of everything mounted from ConfigMaps, for reloadStrategy: rollout. */}}
 {{- define "ahp-gateway.configChecksum" -}}
-{{- printf "%s\n---\n%s" (include "ahp-gateway.config" .) (include "ahp-gateway.policies" .) | sha256sum }}
+{{- printf "%s\n---\n%s\n---\n%s" (include "ahp-gateway.config" .) (include "ahp-gateway.policies" .) (toYaml .Values.extraConfigFiles) | sha256sum }}
 {{- end }}
 
 {{/* Seconds Kubernetes waits between the preStop hook start and SIGKILL. */}}
