@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,33 +62,83 @@ class Check:
 
 
 class Schemas:
-    """All canonical validators, compiled once per process (schemas never change on reload)."""
+    """Canonical validators, compiled once per process (schemas never change on reload). The
+    request validators every request needs are compiled at start; the rest on first use, which
+    keeps a worker's memory down (the aggregate wire schema alone costs ~13 MB compiled)."""
 
     def __init__(self, documents: list[dict[str, Any]]) -> None:
         self.documents: Mapping[str, dict[str, Any]] = {d["$id"]: d for d in documents}
         self._registry = jsonschema_rs.Registry([(d["$id"], d) for d in documents])
-        compile_: Callable[[str], Check] = self._compile
-        self.intercept_request = compile_("intercept-request.schema.json")
-        self.observe_notification = compile_("observe-notification.schema.json")
-        self.capabilities_request = compile_("capabilities-request.schema.json")
-        self.configuration_request = compile_("configuration-request.schema.json")
-        self.capabilities_response = compile_("capabilities-response.schema.json")
-        self.configuration_response = compile_("configuration-response.schema.json")
-        self.intercept_response = compile_("intercept-response.schema.json")
-        self.registration = compile_("registration.schema.json")
-        self.json_rpc_message = compile_("json-rpc-message.schema.json")
-        self.aggregate = compile_("schema.json")
-        self.response_for: Mapping[str, Check] = {
-            event: compile_(f"intercept-response.schema.json#/$defs/{_type_pascal(event)}InterceptResponse")
-            for event in INTERCEPTABLE
-        }
-        self.event_for: Mapping[str, Check] = {
-            _event_name(self.documents, ref["$ref"]): compile_(ref["$ref"])
+        self.intercept_request = self._compile("intercept-request.schema.json")
+        self.observe_notification = self._compile("observe-notification.schema.json")
+        self.capabilities_request = self._compile("capabilities-request.schema.json")
+        self.configuration_request = self._compile("configuration-request.schema.json")
+        self._event_refs = {
+            _event_name(self.documents, ref["$ref"]): ref["$ref"]
             for ref in self.documents[BASE + "event.schema.json"]["oneOf"]
         }
+        self.response_for: Mapping[str, Check] = _Lazy(
+            lambda event: self._compile(
+                f"intercept-response.schema.json#/$defs/{_type_pascal(event)}InterceptResponse"
+            ),
+            INTERCEPTABLE,
+        )
+        self.event_for: Mapping[str, Check] = _Lazy(lambda event: self._compile(self._event_refs[event]), self._event_refs)
+
+    @functools.cached_property
+    def capabilities_response(self) -> Check:
+        return self._compile("capabilities-response.schema.json")
+
+    @functools.cached_property
+    def configuration_response(self) -> Check:
+        return self._compile("configuration-response.schema.json")
+
+    @functools.cached_property
+    def intercept_response(self) -> Check:
+        return self._compile("intercept-response.schema.json")
+
+    @functools.cached_property
+    def registration(self) -> Check:
+        return self._compile("registration.schema.json")
+
+    @functools.cached_property
+    def json_rpc_message(self) -> Check:
+        return self._compile("json-rpc-message.schema.json")
+
+    @functools.cached_property
+    def aggregate(self) -> Check:
+        return self._compile("schema.json")
 
     def _compile(self, ref: str) -> Check:
-        return Check(jsonschema_rs.validator_for({"$ref": BASE + ref}, registry=self._registry, validate_formats=True))
+        return Check(
+            jsonschema_rs.validator_for(
+                {"$ref": BASE + ref}, registry=self._registry, validate_formats=True
+            )
+        )
+
+
+class _Lazy(Mapping[str, Check]):
+    """A read-only mapping whose values are compiled on first access."""
+
+    def __init__(self, factory: Callable[[str], Check], keys: Iterable[str]) -> None:
+        self._factory = factory
+        self._keys = tuple(keys)
+        self._known = frozenset(self._keys)
+        self._cache: dict[str, Check] = {}
+
+    def __getitem__(self, key: str) -> Check:
+        found = self._cache.get(key)
+        if found is None:
+            if key not in self._known:
+                raise KeyError(key)
+            found = self._cache[key] = self._factory(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def _event_name(documents: Mapping[str, dict[str, Any]], ref: str) -> str:
