@@ -18,7 +18,7 @@ from gateway.protocol.schemas import BASE, Schemas
 CORRELATION_FIELDS = ["id", "source", "parentEventId", "session.id", "turn.id", "call.id", "items.id"]
 
 
-def _bound(schemas: Schemas, event: str) -> dict[str, Any]:
+def bound(schemas: Schemas, event: str) -> dict[str, Any]:
     """The event's capability bound from capabilities.schema.json, narrowed to what the gateway
     can apply (modify targets it settles itself)."""
     defs = schemas.documents[BASE + "capabilities.schema.json"]["$defs"][event]
@@ -52,7 +52,7 @@ def manifest_result(cfg: GatewayConfig, served: list[str], observed: list[str], 
             continue
         entry: dict[str, Any] = {"event": event, "modes": modes}
         if "intercept" in modes:
-            entry["capabilities"] = _bound(schemas, event)
+            entry["capabilities"] = bound(schemas, event)
         events.append(entry)
     if "user.elicitation.result" in served:
         gaps.append(

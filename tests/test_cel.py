@@ -118,3 +118,12 @@ def test_declared_variables_only():
         ENGINE.compile(f"has({name}.x) || true" if name not in ("method", "protocolVersion") else f'{name} != ""', "t")
     with pytest.raises(CelCompileError):
         ENGINE.compile("request.x == 1", "t")
+
+
+def test_bind_after_early_exit_macros_is_refused():
+    """cel-expr-python 0.1.3 returns stale values from cel.bind after an exists/all that stopped
+    early ([7, 2].exists(r, r == 7) && cel.bind(x, 5, x == 5) evaluates to false)."""
+    with pytest.raises(CelCompileError) as info:
+        ENGINE.compile("[7, 2].exists(r, r == 7) && cel.bind(x, 5, x == 5)", "t")
+    assert "filter" in info.value.message and (info.value.line, info.value.column) == (1, 7)
+    assert evaluate("[7, 2].filter(r, r == 7).size() > 0 && cel.bind(x, 5, x == 5)") is True

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.discovery import _bound
+from gateway.discovery import bound
 from gateway.protocol.schemas import load
 from tests.conftest import HARNESS, SHARED, gateway_config, post, tool_before, wait_for
 
@@ -151,7 +151,7 @@ def _event(etype: str, event_id: str, case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _caps(etype: str) -> dict[str, Any]:
-    caps = _bound(load(), etype)
+    caps = bound(load(), etype)
     if "continue" in caps.get("flow", {}).get("operations", ()):
         caps["flow"].update(remainingContinuations=1, continuationCount=0)
     return caps

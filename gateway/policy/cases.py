@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.policy.library import CaseSpec, Library, library_of, load_policies
 from gateway.protocol import schemas
+from gateway.protocol.events import INTERCEPTABLE_SET
 from gateway.routing.cel import Engine
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
@@ -24,6 +25,18 @@ DEFAULT_CAPABILITIES: dict[str, Any] = {
 _TOOL_EVENTS = ("tool.before", "tool.after", "tool.permission.request")
 
 
+def default_capabilities(event_type: str) -> dict[str, Any]:
+    """deny, ask, message and inject, as far as the event's capability bound allows them."""
+    from gateway.discovery import bound
+
+    allowed = bound(schemas.load(), event_type)["effects"] if event_type in INTERCEPTABLE_SET else []
+    effects = [e for e in DEFAULT_CAPABILITIES["effects"] if e in allowed]
+    caps: dict[str, Any] = {"effects": effects}
+    if "inject" in effects:
+        caps["inject"] = DEFAULT_CAPABILITIES["inject"]
+    return caps
+
+
 def complete_event(partial: dict[str, Any], index: int) -> dict[str, Any]:
     """A full event from a test's partial one (explicit fields always win)."""
     event = copy.deepcopy(partial)
@@ -31,6 +44,9 @@ def complete_event(partial: dict[str, Any], index: int) -> dict[str, Any]:
     event.setdefault("source", "urn:ahp-gateway:policy-test")
     event.setdefault("time", "2026-01-01T00:00:00Z")
     event.setdefault("harness", {"name": "ahp-gateway-policy-test", "version": "1"})
+    if event.get("type") == "tool.permission.request":
+        event.setdefault("suggestions", [])
+        event.setdefault("sandboxBypass", False)
     if event.get("type") in _TOOL_EVENTS:
         event.setdefault("call", {"id": f"call-{index}"})
         event.setdefault("path", "native")
@@ -72,7 +88,7 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
         where = check.explain(event) if check else None
         reason = f"invalid test event at {where[0]} ({where[1]})" if where else "unknown event type"
         return CaseResult(file, case.name, False, case.expect, None, reason)
-    caps = case.capabilities or DEFAULT_CAPABILITIES
+    caps = case.capabilities or default_capabilities(event["type"])
     activation = engine.activation(
         {
             "event": event,

@@ -59,9 +59,13 @@ class InjectSpec(_Strict):
     role: Literal["system", "developer", "user"] = "system"
 
 
+class AskSpec(_Strict):
+    """``ask: {}``: the AHP ask effect carries no fields; the harness prompts with its own text."""
+
+
 class EffectSpec(_Strict):
     deny: DenySpec | None = None
-    ask: dict[str, Any] | None = None
+    ask: AskSpec | None = None
     message: MessageSpec | None = None
     inject: InjectSpec | None = None
 

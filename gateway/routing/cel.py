@@ -31,6 +31,8 @@ VARIABLES: dict[str, Any] = {
 """The declared variables (README, "CEL variables")."""
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
+_BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
+_EARLY_EXIT_MACRO = re.compile(r"\.\s*(exists|exists_one|all)\s*\(")
 _NUL_ESCAPE = b"\\u0000"
 
 
@@ -94,6 +96,14 @@ class Engine:
 
     def compile(self, source: str, id: str) -> Program:
         """Compile and type-check a condition; it must evaluate to bool (or dyn)."""
+        if _BIND.search(source) and (macro := _EARLY_EXIT_MACRO.search(source)):
+            # cel-expr-python 0.1.3: a cel.bind evaluated after an exists/all that stopped early
+            # reads a stale value (a silently wrong result). Refuse the combination outright.
+            raise CelCompileError(
+                f"cel.bind cannot be combined with {macro.group(1)}() in this engine version "
+                "(wrong results); use list.filter(x, ...).size() > 0 instead",
+                *_line_col(source, macro.start()),
+            )
         try:
             expr = self._env.compile(source)
         except RuntimeError as exc:
@@ -109,6 +119,11 @@ class Engine:
         if maybe_nul and _NUL_ESCAPE in orjson.dumps(values):
             values = sanitize(values)
         return Activation(self._env.Activation(values), values)
+
+
+def _line_col(source: str, offset: int) -> tuple[int, int]:
+    before = source[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def _compile_error(text: str) -> CelCompileError:
