@@ -269,7 +269,12 @@ async def test_workers_share_the_port_and_aggregate_metrics(stub_factory, tmp_pa
 async def test_reload_keeps_circuit_gauges_truthful(stub_factory, http, tmp_path):
     """The gauge follows breaker state across reloads and disappears with its upstream."""
     path = tmp_path / "gateway.yaml"
-    down = hook("org.example.down", "http://127.0.0.1:9/", policy="fail-open", circuitBreaker={"failureThreshold": 1, "openSeconds": 60})
+    down = hook(
+        "org.example.down",
+        "http://127.0.0.1:9/",
+        policy="fail-open",
+        circuitBreaker={"failureThreshold": 1, "openSeconds": 60},
+    )
     stub = await stub_factory()
     path.write_text(yaml.safe_dump(gateway_config([down, hook("org.example.up", stub.url)], reload={"watch": False})))
     server = GatewayServer(load(path))
@@ -283,7 +288,10 @@ async def test_reload_keeps_circuit_gauges_truthful(stub_factory, http, tmp_path
         path.write_text(yaml.safe_dump(gateway_config([hook("org.example.up", stub.url)], reload={"watch": False})))
         assert await server.reload()
         text = metrics.render()[0].decode()
-        assert 'upstream="org.example.down"' not in text.split("ahp_gateway_upstream_circuit_open", 1)[1].split("# HELP", 1)[0]
+        assert (
+            'upstream="org.example.down"'
+            not in text.split("ahp_gateway_upstream_circuit_open", 1)[1].split("# HELP", 1)[0]
+        )
         assert 'ahp_gateway_upstream_circuit_open{upstream="org.example.up"} 0.0' in text
     finally:
         await server.stop()

@@ -68,42 +68,74 @@ def oauth_hook(url, auth_server, policy="fail-closed"):
             "flow": "client_credentials",
             "scopes": ["ahp.intercept"],
         },
-        "subscriptions": [{"mode": "intercept", "events": ["tool.before"], "timeoutMs": 2000, "failurePolicy": policy, "content": {"default": "body"}}],
+        "subscriptions": [
+            {
+                "mode": "intercept",
+                "events": ["tool.before"],
+                "timeoutMs": 2000,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
+        ],
     }
 
 
 @pytest.mark.spec("AHP-AUTH-001")
-async def test_tokens_are_fetched_once_bound_to_the_resource_and_reused(gateway_factory, stub_factory, http, auth_server, monkeypatch):
+async def test_tokens_are_fetched_once_bound_to_the_resource_and_reused(
+    gateway_factory, stub_factory, http, auth_server, monkeypatch
+):
     monkeypatch.setenv("TEST_OAUTH_SECRET", auth_server["secret"])
     valid = {"Bearer tok-1"}
     upstream = await stub_factory(lambda r: result(r, []))
-    gw = await gateway_factory(gateway_config([oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}))
+    gw = await gateway_factory(
+        gateway_config(
+            [oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
+        )
+    )
     for _ in range(3):
         _, body = await post(http, gw.url, intercept(tool_before()))
         assert body["result"]["effects"] == []
     assert {h["Authorization"] for h in upstream.headers} == valid
     assert auth_server["issued"] == ["tok-1"]
-    assert auth_server["requests"][0] == {"grant_type": "client_credentials", "resource": RESOURCE, "scope": "ahp.intercept"}
+    assert auth_server["requests"][0] == {
+        "grant_type": "client_credentials",
+        "resource": RESOURCE,
+        "scope": "ahp.intercept",
+    }
 
 
-async def test_a_401_drops_the_token_and_the_next_call_gets_a_new_one(gateway_factory, stub_factory, http, auth_server, monkeypatch):
+async def test_a_401_drops_the_token_and_the_next_call_gets_a_new_one(
+    gateway_factory, stub_factory, http, auth_server, monkeypatch
+):
     monkeypatch.setenv("TEST_OAUTH_SECRET", auth_server["secret"])
 
     def answer(r):
         return result(r, []) if len(auth_server["issued"]) > 1 else (401, {"error": "expired"})
 
     upstream = await stub_factory(answer)
-    gw = await gateway_factory(gateway_config([oauth_hook(upstream.url, auth_server, policy="fail-open")], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}))
+    gw = await gateway_factory(
+        gateway_config(
+            [oauth_hook(upstream.url, auth_server, policy="fail-open")],
+            limits={"deadlineMs": 4000},
+            frontend={"timeoutMs": 5000},
+        )
+    )
     await post(http, gw.url, intercept(tool_before()))  # 401: auth failure under fail-open
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert body["result"]["effects"] == []
     assert [h["Authorization"] for h in upstream.headers] == ["Bearer tok-1", "Bearer tok-2"]
 
 
-async def test_failed_token_acquisition_never_sends_unauthenticated(gateway_factory, stub_factory, http, auth_server, monkeypatch, caplog):
+async def test_failed_token_acquisition_never_sends_unauthenticated(
+    gateway_factory, stub_factory, http, auth_server, monkeypatch, caplog
+):
     monkeypatch.setenv("TEST_OAUTH_SECRET", "wrong-secret-value")
     upstream = await stub_factory()
-    gw = await gateway_factory(gateway_config([oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}))
+    gw = await gateway_factory(
+        gateway_config(
+            [oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
+        )
+    )
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert body["result"]["effects"][0]["code"] == "org.example.gateway.upstream_unavailable"
     assert body["result"]["effects"][0]["extensions"]["org.example.gateway"]["failure"] == "auth"

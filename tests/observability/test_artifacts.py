@@ -260,16 +260,21 @@ def test_dashboard_round_trips_through_the_grafana_schema() -> None:
 # README
 
 
-def readme_table(heading: str) -> list[list[str]]:
-    text = README.read_text()
+def readme_table(heading: str, path: Any = README) -> list[list[str]]:
+    text = path.read_text()
     section = text.split(heading, 1)[1]
     section = re.split(r"\n## ", section, maxsplit=1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("|")]
-    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+    rows = [line for line in section.splitlines() if line.startswith("| `ahp_gateway_")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
 
 
-def test_readme_documents_every_metric_exactly() -> None:
-    table = {row[0].strip("`"): row for row in readme_table("## Metrics")}
+@pytest.mark.parametrize(
+    ("path", "heading"),
+    [(README, "## Metrics"), (README.parent.parent / "README.md", "## Observability")],
+    ids=["grafana", "project"],
+)
+def test_readme_documents_every_metric_exactly(path: Any, heading: str) -> None:
+    table = {row[0].strip("`"): row for row in readme_table(heading, path)}
     expected = {exposed_name(f): f for f in families()}
     assert sorted(table) == sorted(expected), "README metric table and gateway/observability/metrics.py differ"
     for name, family in expected.items():
