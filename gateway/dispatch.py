@@ -52,7 +52,9 @@ class Engine:
         self.holder = holder
         self.telemetry: Telemetry = telemetry or NullTelemetry()
         cfg = holder.current.loaded.config.observe
-        self._queue: asyncio.Queue[tuple[RuntimeConfig, dict[str, Any], str]] = asyncio.Queue(cfg.queueSize)
+        # Queued observations keep the raw body (a few KB) rather than the parsed event (several
+        # times larger as Python objects): a full queue must not dominate a worker's memory.
+        self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes]] = asyncio.Queue(cfg.queueSize)
         self._delivered = DeliveryLedger(cfg.dedupEntries, cfg.dedupTtlSeconds, time.monotonic)
         self._workers: list[asyncio.Task[None]] = []
         self._worker_count = cfg.workers
@@ -612,7 +614,7 @@ class Engine:
             self.telemetry.observe_received("unrouted")
             return
         try:
-            self._queue.put_nowait((snap, event, params["protocolVersion"]))
+            self._queue.put_nowait((snap, body))
         except asyncio.QueueFull:
             self.telemetry.observe_dropped("queue_full")
             return
@@ -621,9 +623,10 @@ class Engine:
 
     async def _observe_worker(self) -> None:
         while True:
-            snap, event, version = await self._queue.get()
+            snap, body = await self._queue.get()
             try:
-                await self._deliver(snap, event, version)
+                params = wire.loads(body)["params"]
+                await self._deliver(snap, params["event"], params["protocolVersion"])
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let one bad delivery stop the worker
