@@ -166,8 +166,9 @@ class Engine:
             etype = event.get("type") if isinstance(event, dict) else None
             if isinstance(etype, str) and etype not in INTERCEPTABLE_SET:
                 return self._reject(rid, RpcCode.UNSUPPORTED_EVENT, method)
-            if not snap.schemas.intercept_request.ok(msg):
-                return self._invalid_params(rid, method, snap, msg, event)
+            check = snap.schemas.request_for[etype] if isinstance(etype, str) else snap.schemas.intercept_request
+            if not check.ok(msg):
+                return self._invalid_params(rid, method, check, msg)
             assert isinstance(event, dict) and isinstance(etype, str)
             if rid != event["id"] or type(rid) is not type(event["id"]):
                 return self._reject(
@@ -189,17 +190,10 @@ class Engine:
         self.telemetry.rejected(method, str(int(code)))
         return 200, wire.error_body(rid, code, data, message)
 
-    def _invalid_params(
-        self, rid: Any, method: str, snap: RuntimeConfig, msg: dict[str, Any], event: Any
-    ) -> tuple[int, bytes]:
-        where = snap.schemas.intercept_request.explain(msg)
-        # The event union reports "oneOf" at /params/event; its own schema names the real field.
-        if where and where[0] == "/params/event" and isinstance(event, dict):
-            specific = snap.schemas.event_for.get(str(event.get("type")))
-            inner = specific.explain(event) if specific else None
-            if inner:
-                where = ("/params/event" + (inner[0] if inner[0] != "/" else ""), inner[1])
-        return self._reject(rid, RpcCode.INVALID_PARAMS, method, data=_where(where))
+    def _invalid_params(self, rid: Any, method: str, check: Any, msg: dict[str, Any]) -> tuple[int, bytes]:
+        """-32602 naming the first failing path and keyword (the specialised schema names the
+        real field instead of the event union's ``oneOf``), never the offending value."""
+        return self._reject(rid, RpcCode.INVALID_PARAMS, method, data=_where(check.explain(msg)))
 
     # ------------------------------------------------------------------ intercept
     def _variables(

@@ -8,14 +8,18 @@ workers (``PROMETHEUS_MULTIPROC_DIR``), so any worker's /metrics shows the whole
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import time
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client import multiprocess as _multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway import __version__
@@ -39,154 +43,316 @@ def method_label(method: str) -> str:
     return method if method in METHODS else "other"
 
 
+@dataclass(frozen=True)
+class Spec:
+    """One metric family: the single definition both back ends and the docs tests read."""
+
+    attr: str
+    kind: str
+    """counter, gauge or histogram"""
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    multiprocess_mode: str = "livesum"
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec(
+        "requests",
+        "counter",
+        "ahp_gateway_requests_total",
+        "Harness requests by method, event type and outcome.",
+        ("method", "event_type", "outcome"),
+    ),
+    Spec(
+        "rejected",
+        "counter",
+        "ahp_gateway_rejected_requests_total",
+        "Harness requests answered with a JSON-RPC error, by method and code.",
+        ("method", "code"),
+    ),
+    Spec(
+        "duration",
+        "histogram",
+        "ahp_gateway_request_duration_seconds",
+        "End-to-end intercept latency inside the gateway.",
+        ("method", "event_type"),
+    ),
+    Spec(
+        "overhead",
+        "histogram",
+        "ahp_gateway_overhead_duration_seconds",
+        "Intercept latency minus time spent waiting on upstreams.",
+        ("method", "event_type"),
+    ),
+    Spec(
+        "upstream_duration",
+        "histogram",
+        "ahp_gateway_upstream_duration_seconds",
+        "Latency of one upstream intercept call.",
+        ("upstream", "transport"),
+    ),
+    Spec(
+        "upstream_calls",
+        "counter",
+        "ahp_gateway_upstream_calls_total",
+        "Upstream intercept calls by outcome (ok, deny or a failure class).",
+        ("upstream", "outcome"),
+    ),
+    Spec(
+        "denials",
+        "counter",
+        "ahp_gateway_denials_total",
+        "Denials returned to harnesses by deciding upstream, code and kind (explicit or synthetic).",
+        ("upstream", "code", "kind"),
+    ),
+    Spec(
+        "fail_open",
+        "counter",
+        "ahp_gateway_fail_open_skips_total",
+        "Upstream failures skipped under fail-open, by upstream and failure class.",
+        ("upstream", "reason"),
+    ),
+    Spec(
+        "route_matches",
+        "counter",
+        "ahp_gateway_route_matches_total",
+        "Intercepts routed to a hooks entry (subscription and when matched).",
+        ("hook",),
+    ),
+    Spec(
+        "cel_errors",
+        "counter",
+        "ahp_gateway_cel_errors_total",
+        "CEL evaluation errors by expression id.",
+        ("expression",),
+    ),
+    Spec(
+        "parallel_fallbacks",
+        "counter",
+        "ahp_gateway_parallel_fallbacks_total",
+        "Requests run serially although fanout is parallel (capabilities can change state).",
+        (),
+    ),
+    Spec(
+        "shadow",
+        "counter",
+        "ahp_gateway_shadow_verdicts_total",
+        "Verdicts of shadow upstreams (never enforced).",
+        ("upstream", "verdict"),
+    ),
+    Spec(
+        "observe_received",
+        "counter",
+        "ahp_gateway_observe_notifications_total",
+        "hooks/observe notifications by status (queued, invalid, unrouted, dropped).",
+        ("status",),
+    ),
+    Spec(
+        "observe_deliveries",
+        "counter",
+        "ahp_gateway_observe_deliveries_total",
+        "Observation deliveries to upstreams by outcome.",
+        ("upstream", "outcome"),
+    ),
+    Spec(
+        "observe_drops",
+        "counter",
+        "ahp_gateway_observe_drops_total",
+        "Observations dropped before delivery, by reason.",
+        ("reason",),
+    ),
+    Spec(
+        "observe_queue", "gauge", "ahp_gateway_observe_queue_depth", "Observations waiting for delivery.", (), "livesum"
+    ),
+    Spec("inflight", "gauge", "ahp_gateway_inflight_requests", "Harness requests being processed.", (), "livesum"),
+    Spec(
+        "reloads",
+        "counter",
+        "ahp_gateway_config_reloads_total",
+        "Configuration reload attempts by result.",
+        ("result",),
+    ),
+    Spec(
+        "last_reload",
+        "gauge",
+        "ahp_gateway_config_last_success_timestamp_seconds",
+        "Unix time of the last configuration that loaded successfully.",
+        (),
+        "max",
+    ),
+    Spec(
+        "config_ok",
+        "gauge",
+        "ahp_gateway_config_last_reload_successful",
+        "1 when the last reload attempt succeeded, 0 when it failed.",
+        (),
+        "min",
+    ),
+    Spec(
+        "circuit_open",
+        "gauge",
+        "ahp_gateway_upstream_circuit_open",
+        "1 while an upstream's circuit breaker is open (calls fail fast).",
+        ("upstream",),
+        "max",
+    ),
+    Spec(
+        "decision_log_drops",
+        "counter",
+        "ahp_gateway_decision_log_drops_total",
+        "Decision log lines dropped because the writer fell behind.",
+        (),
+    ),
+    Spec(
+        "build_info",
+        "gauge",
+        "ahp_gateway_build_info",
+        "Build information (value is always 1).",
+        ("version", "python"),
+        "max",
+    ),
+)
+
+
+class _Child:
+    """A counter or gauge value. The event loop is the only writer, so no lock is needed."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
+
+
+class _HistogramChild:
+    __slots__ = ("buckets", "sum")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        self.buckets[bisect_left(BUCKETS, amount)] += 1  # ``le`` bounds are inclusive
+        self.sum += amount
+
+
+class _Family:
+    """Single-process metric family: plain Python numbers, exported by :class:`_Collector` at
+    scrape time. Per-request updates are a dict lookup and an add (prometheus-client takes a
+    lock and, for histograms, scans every bucket in Python)."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self._name = spec.name.removesuffix("_total") if spec.kind == "counter" else spec.name
+        self._type = spec.kind
+        self._labelnames = spec.labels
+        self._children: dict[tuple[str, ...], Any] = {}
+        self._factory = _HistogramChild if spec.kind == "histogram" else _Child
+        if not spec.labels:
+            self.labels()  # label-less series exist from the start, as with prometheus-client
+
+    def labels(self, *values: str) -> Any:
+        found = self._children.get(values)
+        if found is None:
+            found = self._children[values] = self._factory()
+        return found
+
+    def remove(self, *values: str) -> None:
+        self._children.pop(values, None)
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.labels().inc(amount)
+
+    def set(self, value: float) -> None:
+        self.labels().set(value)
+
+    def observe(self, amount: float) -> None:
+        self.labels().observe(amount)
+
+
+class _Collector:
+    def __init__(self, families: list[_Family]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Any]:
+        bounds = [repr(b) for b in BUCKETS] + ["+Inf"]
+        for family in self._families:
+            spec = family.spec
+            items = list(family._children.items())
+            if spec.kind == "counter":
+                out: Any = CounterMetricFamily(family._name, spec.help, labels=spec.labels)
+                for values, child in items:
+                    out.add_metric(values, child.value)
+            elif spec.kind == "gauge":
+                out = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+                for values, child in items:
+                    out.add_metric(values, child.value)
+            else:
+                out = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
+                for values, child in items:
+                    cumulative = list(itertools.accumulate(child.buckets))
+                    out.add_metric(values, list(zip(bounds, cumulative, strict=True)), child.sum)
+            yield out
+
+
+def _prometheus_family(spec: Spec, registry: CollectorRegistry) -> Any:
+    if spec.kind == "counter":
+        return Counter(spec.name, spec.help, spec.labels, registry=registry)
+    if spec.kind == "gauge":
+        mode: Any = spec.multiprocess_mode
+        return Gauge(spec.name, spec.help, spec.labels, registry=registry, multiprocess_mode=mode)
+    return Histogram(spec.name, spec.help, spec.labels, buckets=BUCKETS, registry=registry)
+
+
 class Metrics:
-    """Metric families plus a cache of bound children (label lookups are not free)."""
+    """Metric families plus a cache of bound children (label lookups are not free).
+
+    One process: lock-free families exported by a custom collector. Several workers
+    (``PROMETHEUS_MULTIPROC_DIR`` set): prometheus-client's multiprocess values, aggregated across
+    workers at scrape time. Both expose the same ``labels()/inc()/set()/observe()`` API.
+    """
+
+    requests: Any
+    rejected: Any
+    duration: Any
+    overhead: Any
+    upstream_duration: Any
+    upstream_calls: Any
+    denials: Any
+    fail_open: Any
+    route_matches: Any
+    cel_errors: Any
+    parallel_fallbacks: Any
+    shadow: Any
+    observe_received: Any
+    observe_deliveries: Any
+    observe_drops: Any
+    observe_queue: Any
+    inflight: Any
+    reloads: Any
+    last_reload: Any
+    config_ok: Any
+    circuit_open: Any
+    decision_log_drops: Any
+    build_info: Any
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.multiprocess = multiprocess_dir() is not None
-        r = self.registry
-        self.requests = Counter(
-            "ahp_gateway_requests_total",
-            "Harness requests by method, event type and outcome.",
-            ["method", "event_type", "outcome"],
-            registry=r,
-        )
-        self.rejected = Counter(
-            "ahp_gateway_rejected_requests_total",
-            "Harness requests answered with a JSON-RPC error, by method and code.",
-            ["method", "code"],
-            registry=r,
-        )
-        self.duration = Histogram(
-            "ahp_gateway_request_duration_seconds",
-            "End-to-end intercept latency inside the gateway.",
-            ["method", "event_type"],
-            buckets=BUCKETS,
-            registry=r,
-        )
-        self.overhead = Histogram(
-            "ahp_gateway_overhead_duration_seconds",
-            "Intercept latency minus time spent waiting on upstreams.",
-            ["method", "event_type"],
-            buckets=BUCKETS,
-            registry=r,
-        )
-        self.upstream_duration = Histogram(
-            "ahp_gateway_upstream_duration_seconds",
-            "Latency of one upstream intercept call.",
-            ["upstream", "transport"],
-            buckets=BUCKETS,
-            registry=r,
-        )
-        self.upstream_calls = Counter(
-            "ahp_gateway_upstream_calls_total",
-            "Upstream intercept calls by outcome (ok, deny or a failure class).",
-            ["upstream", "outcome"],
-            registry=r,
-        )
-        self.denials = Counter(
-            "ahp_gateway_denials_total",
-            "Denials returned to harnesses by deciding upstream, code and kind (explicit or synthetic).",
-            ["upstream", "code", "kind"],
-            registry=r,
-        )
-        self.fail_open = Counter(
-            "ahp_gateway_fail_open_skips_total",
-            "Upstream failures skipped under fail-open, by upstream and failure class.",
-            ["upstream", "reason"],
-            registry=r,
-        )
-        self.route_matches = Counter(
-            "ahp_gateway_route_matches_total",
-            "Intercepts routed to a hooks entry (subscription and when matched).",
-            ["hook"],
-            registry=r,
-        )
-        self.cel_errors = Counter(
-            "ahp_gateway_cel_errors_total",
-            "CEL evaluation errors by expression id.",
-            ["expression"],
-            registry=r,
-        )
-        self.parallel_fallbacks = Counter(
-            "ahp_gateway_parallel_fallbacks_total",
-            "Requests run serially although fanout is parallel (capabilities can change state).",
-            registry=r,
-        )
-        self.shadow = Counter(
-            "ahp_gateway_shadow_verdicts_total",
-            "Verdicts of shadow upstreams (never enforced).",
-            ["upstream", "verdict"],
-            registry=r,
-        )
-        self.observe_received = Counter(
-            "ahp_gateway_observe_notifications_total",
-            "hooks/observe notifications by status (queued, invalid, unrouted, dropped).",
-            ["status"],
-            registry=r,
-        )
-        self.observe_deliveries = Counter(
-            "ahp_gateway_observe_deliveries_total",
-            "Observation deliveries to upstreams by outcome.",
-            ["upstream", "outcome"],
-            registry=r,
-        )
-        self.observe_drops = Counter(
-            "ahp_gateway_observe_drops_total",
-            "Observations dropped before delivery, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.observe_queue = Gauge(
-            "ahp_gateway_observe_queue_depth",
-            "Observations waiting for delivery.",
-            registry=r,
-            multiprocess_mode="livesum",
-        )
-        self.inflight = Gauge(
-            "ahp_gateway_inflight_requests",
-            "Harness requests being processed.",
-            registry=r,
-            multiprocess_mode="livesum",
-        )
-        self.reloads = Counter(
-            "ahp_gateway_config_reloads_total",
-            "Configuration reload attempts by result.",
-            ["result"],
-            registry=r,
-        )
-        self.last_reload = Gauge(
-            "ahp_gateway_config_last_success_timestamp_seconds",
-            "Unix time of the last configuration that loaded successfully.",
-            registry=r,
-            multiprocess_mode="max",
-        )
-        self.config_ok = Gauge(
-            "ahp_gateway_config_last_reload_successful",
-            "1 when the last reload attempt succeeded, 0 when it failed.",
-            registry=r,
-            multiprocess_mode="min",
-        )
-        self.circuit_open = Gauge(
-            "ahp_gateway_upstream_circuit_open",
-            "1 while an upstream's circuit breaker is open (calls fail fast).",
-            ["upstream"],
-            registry=r,
-            multiprocess_mode="max",
-        )
-        self.decision_log_drops = Counter(
-            "ahp_gateway_decision_log_drops_total",
-            "Decision log lines dropped because the writer fell behind.",
-            registry=r,
-        )
-        self.build_info = Gauge(
-            "ahp_gateway_build_info",
-            "Build information (value is always 1).",
-            ["version", "python"],
-            registry=r,
-            multiprocess_mode="max",
-        )
+        if self.multiprocess:
+            for spec in SPECS:
+                setattr(self, spec.attr, _prometheus_family(spec, self.registry))
+        else:
+            families = [_Family(spec) for spec in SPECS]
+            for family in families:
+                setattr(self, family.spec.attr, family)
+            self.registry.register(_Collector(families))
         self.build_info.labels(__version__, platform.python_version()).set(1)
         self.reloads.labels("success")
         self.reloads.labels("failure")

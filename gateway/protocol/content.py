@@ -142,7 +142,7 @@ def project(
     if not include_native and "native" in event:
         projected = {k: v for k, v in event.items() if k != "native"}
     paths = slots.get(str(event.get("type")), ())
-    if identity and not _has_attachment_body(projected, paths):
+    if identity and (not any(p[0] in projected for p in paths) or not _has_attachment_body(projected, paths)):
         return projected
     for path in paths:
         projected = _visit(projected, path, selection)

@@ -3,6 +3,7 @@ jsonschema-rs. The SDK package is located through package metadata and never imp
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import importlib.metadata
@@ -68,15 +69,22 @@ class Schemas:
 
     def __init__(self, documents: list[dict[str, Any]]) -> None:
         self.documents: Mapping[str, dict[str, Any]] = {d["$id"]: d for d in documents}
-        self._registry = jsonschema_rs.Registry([(d["$id"], d) for d in documents])
-        self.intercept_request = self._compile("intercept-request.schema.json")
-        self.observe_notification = self._compile("observe-notification.schema.json")
-        self.capabilities_request = self._compile("capabilities-request.schema.json")
-        self.configuration_request = self._compile("configuration-request.schema.json")
         self._event_refs = {
             _event_name(self.documents, ref["$ref"]): ref["$ref"]
             for ref in self.documents[BASE + "event.schema.json"]["oneOf"]
         }
+        specialized = [self._specialize_request(event) for event in INTERCEPTABLE]
+        self._registry = jsonschema_rs.Registry([(d["$id"], d) for d in (*documents, *specialized)])
+        self.intercept_request = self._compile("intercept-request.schema.json")
+        self.observe_notification = self._compile("observe-notification.schema.json")
+        self.capabilities_request = self._compile("capabilities-request.schema.json")
+        self.configuration_request = self._compile("configuration-request.schema.json")
+        self.request_for: Mapping[str, Check] = _Lazy(
+            lambda event: self._compile(_specialized_id(event)), INTERCEPTABLE
+        )
+        """intercept-request validators specialised to one event type: the same constraints for
+        that type without evaluating the other branches of the event ``oneOf`` (several times
+        cheaper; equivalence is checked in tests/test_schemas.py)."""
         self.response_for: Mapping[str, Check] = _Lazy(
             lambda event: self._compile(
                 f"intercept-response.schema.json#/$defs/{_type_pascal(event)}InterceptResponse"
@@ -109,6 +117,25 @@ class Schemas:
     def aggregate(self) -> Check:
         return self._compile("schema.json")
 
+    def _specialize_request(self, event: str) -> dict[str, Any]:
+        """A copy of intercept-request.schema.json in which ``params.event`` is the event's own
+        schema and the per-event ``if``/``then`` clauses are resolved for ``event``."""
+        doc = copy.deepcopy(self.documents[BASE + "intercept-request.schema.json"])
+        doc["$id"] = BASE + _specialized_id(event)
+        params = doc["allOf"][1]["properties"]["params"]
+        params["properties"]["event"] = {"$ref": self._event_refs[event]}
+        kept = []
+        for clause in params.get("allOf", []):
+            const = (
+                clause.get("if", {}).get("properties", {}).get("event", {}).get("properties", {}).get("type", {}).get("const")
+            )
+            if const is None:
+                kept.append(clause)
+            elif const == event:
+                kept.append(clause["then"])
+        params["allOf"] = kept
+        return doc
+
     def _compile(self, ref: str) -> Check:
         return Check(
             jsonschema_rs.validator_for(
@@ -139,6 +166,10 @@ class _Lazy(Mapping[str, Check]):
 
     def __len__(self) -> int:
         return len(self._keys)
+
+
+def _specialized_id(event: str) -> str:
+    return f"intercept-request.{event}.specialized.schema.json"
 
 
 def _event_name(documents: Mapping[str, dict[str, Any]], ref: str) -> str:

@@ -19,7 +19,7 @@ from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
 _COMPACTION_TARGET = {"context.compact.before": "instructions", "context.compact.after": "summary"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Expectation:
     """What a valid answer to one upstream request must satisfy."""
 

@@ -1,4 +1,7 @@
-"""Values an upstream call produces: a raw Reply, or a classified operational Failure."""
+"""Values an upstream call produces: a raw Reply, or a classified operational Failure.
+
+Plain slotted dataclasses (not frozen: they are created per call on the hot path and a frozen
+``__init__`` is several times slower); nobody mutates them after construction."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ class FailureClass(StrEnum):
     CIRCUIT_OPEN = "circuit_open"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reply:
     """A transport-level success: HTTP 200 bytes, or an already-decoded message (local backend)."""
 
@@ -29,7 +32,7 @@ class Reply:
     message: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failure:
     """An operational failure; ``detail`` is for logs only and never carries secrets or bodies."""
 
@@ -37,7 +40,7 @@ class Failure:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Accepted:
     """A whole upstream answer that passed atomic validation against the capabilities sent.
 

@@ -73,6 +73,8 @@ class HttpUpstream:
         self._ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
 
     async def _headers_for(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        if not extra and self._authorizer is None:
+            return self._headers  # shared and never mutated: aiohttp copies it
         headers = dict(self._headers)
         if extra:
             headers.update(extra)
@@ -92,8 +94,10 @@ class HttpUpstream:
                     if response.status != 200:
                         return self._status_failure(response.status)
                     length = response.content_length
-                    if length is not None and length > self._max:
-                        return Failure(FailureClass.TOO_LARGE, f"answer of {length} bytes")
+                    if length is not None:
+                        if length > self._max:
+                            return Failure(FailureClass.TOO_LARGE, f"answer of {length} bytes")
+                        return Reply(await response.read())
                     body = await _read_bounded(response, self._max)
                     if body is None:
                         return Failure(FailureClass.TOO_LARGE, f"answer over {self._max} bytes")

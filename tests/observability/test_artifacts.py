@@ -11,9 +11,8 @@ from typing import Any, cast
 
 import pytest
 import yaml
-from prometheus_client.metrics import MetricWrapperBase
 
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import SPECS, Metrics
 from tests.observability.conftest import (
     ALERTS,
     ALERTS_TEST,
@@ -46,12 +45,12 @@ RANGE_FUNCTIONS = re.compile(r"\b(rate|irate|increase|delta|deriv|\w+_over_time)
 SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count", "_created")}
 
 
-def families() -> list[MetricWrapperBase]:
+def families() -> list[Any]:
     metrics = Metrics()
-    return [v for v in vars(metrics).values() if isinstance(v, MetricWrapperBase)]
+    return [getattr(metrics, spec.attr) for spec in SPECS]
 
 
-def exposed_name(family: MetricWrapperBase) -> str:
+def exposed_name(family: Any) -> str:
     name: str = family._name
     return name + ("_total" if family._type == "counter" else "")
 
