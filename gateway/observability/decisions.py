@@ -4,6 +4,7 @@ event loop never blocks on I/O. Tool inputs, reasons and message texts are only 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import random
@@ -61,19 +62,30 @@ def record(decision: Decision, *, include_content: bool) -> dict[str, Any]:
 
 
 class DecisionLog:
+    """Lines are encoded on the event loop into a batch; full batches (or, at the latest, one
+    every ``flush_interval`` seconds) go to a writer thread in a single hand-over, so the loop
+    never blocks on the stream and pays no thread wake-up per decision. When the writer falls
+    ``max_batches`` behind, whole batches are dropped and counted."""
+
     def __init__(
         self,
         target: str,
         *,
         include_content: bool = False,
         sample_no_effect: float = 1.0,
-        on_drop: Callable[[], None] | None = None,
-        capacity: int = 10_000,
+        on_drop: Callable[[int], None] | None = None,
+        batch_size: int = 256,
+        max_batches: int = 64,
+        flush_interval: float = 0.1,
     ) -> None:
         self.include_content = include_content
         self.sample_no_effect = sample_no_effect
         self._on_drop = on_drop
-        self._queue: queue.Queue[object] = queue.Queue(capacity)
+        self._batch: list[bytes] = []
+        self._batch_size = batch_size
+        self._flush_interval = flush_interval
+        self._direct = False
+        self._queue: queue.Queue[object] = queue.Queue(max_batches)
         self._stream: IO[bytes]
         self._owned = False
         if target == "stdout":
@@ -89,17 +101,34 @@ class DecisionLog:
         self._thread.start()
 
     def write(self, decision: Decision) -> None:
-        if (
-            decision.outcome is Outcome.NO_EFFECT
-            and self.sample_no_effect < 1.0
-            and random.random() >= self.sample_no_effect
-        ):
+        if decision.outcome is Outcome.NO_EFFECT and self.sample_no_effect < 1.0 and random.random() >= self.sample_no_effect:
+            return
+        batch = self._batch
+        if not batch:
+            self._schedule_flush()
+        batch.append(orjson.dumps(record(decision, include_content=self.include_content)))
+        if len(batch) >= self._batch_size or self._direct:
+            self.flush()
+
+    def _schedule_flush(self) -> None:
+        """A partial batch leaves within ``flush_interval`` even if traffic stops."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on an event loop (tools, tests): write through
+            self._direct = True
+            return
+        loop.call_later(self._flush_interval, self.flush)
+
+    def flush(self) -> None:
+        """Hand the current batch to the writer (also called by a periodic timer)."""
+        batch, self._batch = self._batch, []
+        if not batch:
             return
         try:
-            self._queue.put_nowait(record(decision, include_content=self.include_content))
+            self._queue.put_nowait(batch)
         except queue.Full:
             if self._on_drop is not None:
-                self._on_drop()
+                self._on_drop(len(batch))
 
     def _run(self) -> None:
         while True:
@@ -107,7 +136,8 @@ class DecisionLog:
             if item is _STOP:
                 break
             try:
-                self._stream.write(orjson.dumps(item) + b"\n")
+                assert isinstance(item, list)
+                self._stream.write(b"\n".join(item) + b"\n")
                 if self._queue.empty():
                     self._stream.flush()
             except (OSError, ValueError):  # a closed or full stream must not kill the writer
@@ -116,9 +146,8 @@ class DecisionLog:
             self._stream.flush()
 
     def close(self, timeout: float = 5.0) -> None:
+        self.flush()
         deadline = time.monotonic() + timeout
-        while not self._queue.empty() and time.monotonic() < deadline:
-            time.sleep(0.005)
         try:
             self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
         except queue.Full:
