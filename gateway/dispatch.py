@@ -540,7 +540,10 @@ class Engine:
 
     def _finish(self, decision: Decision, started: float, trace: Any = None) -> None:
         decision.total = time.perf_counter() - started
-        self.telemetry.settled(decision, trace)
+        try:
+            self.telemetry.settled(decision, trace)
+        except Exception:  # telemetry must never turn a settled decision into an error
+            log.exception("recording a decision failed")
 
     # ------------------------------------------------------------------ shadow
     def _launch_shadows(

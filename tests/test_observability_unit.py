@@ -128,3 +128,16 @@ async def test_opentelemetry_spans_when_enabled(gateway_factory, stub_factory, h
     assert upstream.parent.span_id == request.context.span_id
     assert up.headers[0]["traceparent"].split("-")[2] == f"{upstream.context.span_id:016x}"
     assert request.attributes["ahp.outcome"] == "no_effect"
+
+
+async def test_a_failing_telemetry_sink_never_breaks_a_decision(gateway_factory, stub_factory, http):
+    from tests.test_telemetry_capture import Capture
+
+    class Broken(Capture):
+        def settled(self, decision, trace=None):
+            raise RuntimeError("sink bug")
+
+    up = await stub_factory(lambda r: result(r, [{"type": "deny", "reason": "no"}]))
+    gw = await gateway_factory(gateway_config([hook("org.example.a", up.url)]), telemetry=Broken())
+    _, body = await post(http, gw.url, intercept(tool_before()))
+    assert body["result"]["effects"][0]["reason"] == "no"

@@ -24,7 +24,11 @@ def _requests() -> list[dict[str, Any]]:
         if isinstance(doc, dict) and doc.get("method") == "hooks/intercept":
             doc["params"]["event"].setdefault("harness", dict(HARNESS))
             out.append(doc)
-        elif isinstance(doc, dict) and doc.get("method") == "hooks/observe" and doc["params"]["event"].get("type") in schemas.INTERCEPTABLE:
+        elif (
+            isinstance(doc, dict)
+            and doc.get("method") == "hooks/observe"
+            and doc["params"]["event"].get("type") in schemas.INTERCEPTABLE
+        ):
             event = copy.deepcopy(doc["params"]["event"])
             event.setdefault("harness", dict(HARNESS))
             from gateway.discovery import bound
@@ -37,7 +41,11 @@ REQUESTS = _requests()
 
 
 def _agree(message: Any) -> None:
-    etype = message.get("params", {}).get("event", {}).get("type") if isinstance(message.get("params"), dict) and isinstance(message["params"].get("event"), dict) else None
+    etype = (
+        message.get("params", {}).get("event", {}).get("type")
+        if isinstance(message.get("params"), dict) and isinstance(message["params"].get("event"), dict)
+        else None
+    )
     if etype not in S.request_for:
         return
     assert S.request_for[etype].ok(message) == S.intercept_request.ok(message), json.dumps(message)[:500]
@@ -57,7 +65,9 @@ def test_specialised_validators_agree_on_real_requests():
     assert valid > 15
 
 
-_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.text(max_size=3), st.just("tool.after"), st.just([]), st.just({}))
+_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2), st.text(max_size=3), st.just("tool.after"), st.just([]), st.just({})
+)
 
 
 @st.composite

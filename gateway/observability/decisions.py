@@ -23,16 +23,27 @@ from gateway.settle.ledger import Decision, Outcome
 _STOP = object()
 
 
+_second: list[Any] = [None, ""]
+
+
+def _timestamp(wall: float) -> str:
+    """RFC 3339 UTC with milliseconds; the per-second prefix is formatted once per second."""
+    whole = int(wall)
+    if _second[0] != whole:
+        _second[0] = whole
+        _second[1] = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_second[1]}.{int((wall - whole) * 1000):03d}Z"
+
+
 def record(decision: Decision, *, include_content: bool) -> dict[str, Any]:
+    """One decision-log line (enum members serialise as their values)."""
     line: dict[str, Any] = {
-        "time": datetime.fromtimestamp(decision.wall_time, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z"),
+        "time": _timestamp(decision.wall_time),
         "event": {"id": decision.event_id, "type": decision.event_type, "source": decision.source},
         "tool": decision.tool,
         "principal": decision.principal,
         "traceId": decision.trace_id,
-        "outcome": decision.outcome.value,
+        "outcome": decision.outcome,
         "decidedBy": decision.decided_by,
         "kind": decision.kind,
         "code": decision.code,
@@ -42,7 +53,7 @@ def record(decision: Decision, *, include_content: bool) -> dict[str, Any]:
                 "id": s.hook_id,
                 "subscription": s.key,
                 "transport": s.kind,
-                "outcome": s.outcome.value,
+                "outcome": s.outcome,
                 "failure": s.failure,
                 "latencyMs": round(s.latency * 1000, 3),
             }
@@ -56,7 +67,8 @@ def record(decision: Decision, *, include_content: bool) -> dict[str, Any]:
         line["rpcError"] = decision.rpc_error
     if include_content:
         event = decision.event or {}
-        line["input"] = event.get("tool", {}).get("input") if isinstance(event.get("tool"), dict) else None
+        tool = event.get("tool")
+        line["input"] = tool.get("input") if isinstance(tool, dict) else None
         line["answer"] = decision.response_effects
     return line
 
@@ -101,7 +113,11 @@ class DecisionLog:
         self._thread.start()
 
     def write(self, decision: Decision) -> None:
-        if decision.outcome is Outcome.NO_EFFECT and self.sample_no_effect < 1.0 and random.random() >= self.sample_no_effect:
+        if (
+            decision.outcome is Outcome.NO_EFFECT
+            and self.sample_no_effect < 1.0
+            and random.random() >= self.sample_no_effect
+        ):
             return
         batch = self._batch
         if not batch:

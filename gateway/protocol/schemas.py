@@ -91,7 +91,9 @@ class Schemas:
             ),
             INTERCEPTABLE,
         )
-        self.event_for: Mapping[str, Check] = _Lazy(lambda event: self._compile(self._event_refs[event]), self._event_refs)
+        self.event_for: Mapping[str, Check] = _Lazy(
+            lambda event: self._compile(self._event_refs[event]), self._event_refs
+        )
 
     @functools.cached_property
     def capabilities_response(self) -> Check:
@@ -127,7 +129,12 @@ class Schemas:
         kept = []
         for clause in params.get("allOf", []):
             const = (
-                clause.get("if", {}).get("properties", {}).get("event", {}).get("properties", {}).get("type", {}).get("const")
+                clause.get("if", {})
+                .get("properties", {})
+                .get("event", {})
+                .get("properties", {})
+                .get("type", {})
+                .get("const")
             )
             if const is None:
                 kept.append(clause)
@@ -137,11 +144,7 @@ class Schemas:
         return doc
 
     def _compile(self, ref: str) -> Check:
-        return Check(
-            jsonschema_rs.validator_for(
-                {"$ref": BASE + ref}, registry=self._registry, validate_formats=True
-            )
-        )
+        return Check(jsonschema_rs.validator_for({"$ref": BASE + ref}, registry=self._registry, validate_formats=True))
 
 
 class _Lazy(Mapping[str, Check]):

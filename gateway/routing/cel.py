@@ -166,8 +166,12 @@ class Engine:
                 cel.FunctionDecl(
                     CACHED_MATCHES,
                     [
-                        cel.Overload("ahp_string_matches_string", _T.BOOL, [_T.STRING, _T.STRING], is_member=True, impl=_matches),
-                        cel.Overload("ahp_matches_string_string", _T.BOOL, [_T.STRING, _T.STRING], is_member=False, impl=_matches),
+                        cel.Overload(
+                            "ahp_string_matches_string", _T.BOOL, [_T.STRING, _T.STRING], is_member=True, impl=_matches
+                        ),
+                        cel.Overload(
+                            "ahp_matches_string_string", _T.BOOL, [_T.STRING, _T.STRING], is_member=False, impl=_matches
+                        ),
                     ],
                 )
             ],
@@ -191,7 +195,9 @@ class Engine:
         if rtype != _T.BOOL and rtype != _T.DYN:
             raise CelCompileError(f"expression has type {rtype.name()}, expected bool", 1, 1)
         if CACHED_MATCHES in source:
-            raise CelCompileError(f"{CACHED_MATCHES} is reserved; use matches()", *_line_col(source, source.index(CACHED_MATCHES)))
+            raise CelCompileError(
+                f"{CACHED_MATCHES} is reserved; use matches()", *_line_col(source, source.index(CACHED_MATCHES))
+            )
         fast = rewrite_matches(source)
         if fast != source:
             try:
