@@ -8,21 +8,19 @@ would be invisible to a rule. Activations therefore carry a copy in which every 
 U+FFFD; what upstreams receive is never changed.
 
 Regex cost: the engine compiles the RE2 pattern of ``matches()`` on every call (tens to hundreds
-of microseconds). After type-checking the expression as written, ``matches`` calls are rewritten
-to an equivalent function backed by RE2 with a cache of compiled patterns (same engine, same
-partial-match semantics, linear time), which makes a regex rule several times cheaper.
+of microseconds); guard regexes with cheap ``contains``/``startsWith`` tests. (Routing
+``matches`` through a cached Python-side RE2 function would be faster, but cel-expr-python
+0.1.3 leaks the arguments of every Python callback, so no custom function is registered.)
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import re2
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
 
@@ -41,69 +39,6 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
 _EARLY_EXIT_MACRO = re.compile(r"\.\s*(exists|exists_one|all)\s*\(")
 _NUL_ESCAPE = b"\\u0000"
-
-
-CACHED_MATCHES = "ahpMatches"
-_UNANCHORED = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
-_NULL_SPAN = getattr(re2, "_NULL_SPAN", None)
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a bad pattern is an evaluation error, not stderr noise
-_RE2_OPTIONS.never_capture = True  # only "does it match?" is asked
-
-
-@functools.lru_cache(maxsize=4096)
-def _regex(pattern: str) -> Any:
-    return re2.compile(pattern, _RE2_OPTIONS)
-
-
-def _matches(text: str, pattern: str) -> bool:
-    """CEL ``matches``: an RE2 partial match. A bad pattern raises (an evaluation error)."""
-    compiled = _regex(pattern)
-    if _UNANCHORED is not None and _NULL_SPAN is not None:
-        encoded = text.encode()
-        return bool(compiled._regexp.Match(_UNANCHORED, encoded, 0, len(encoded))[0] != _NULL_SPAN)
-    return compiled.search(text) is not None  # pragma: no cover - public API fallback
-
-
-def rewrite_matches(source: str) -> str:
-    """``matches(`` call sites (member or global form) renamed to the cached implementation;
-    string literals and comments are copied unchanged."""
-    out: list[str] = []
-    i, n = 0, len(source)
-    while i < n:
-        ch = source[i]
-        if ch in "'\"":
-            start = i
-            raw = i > 0 and source[i - 1] in "rR"
-            triple = source[i : i + 3]
-            quote = triple if triple in ("'''", '"""') else ch
-            i += len(quote)
-            while i < n and not source.startswith(quote, i):
-                i += 2 if (source[i] == "\\" and not raw) else 1
-            i += len(quote)
-            out.append(source[start:i])
-            continue
-        if source.startswith("//", i):
-            end = source.find("\n", i)
-            end = n if end < 0 else end
-            out.append(source[i:end])
-            i = end
-            continue
-        if source.startswith("matches", i) and (i == 0 or source[i - 1] not in _WORD):
-            j = i + len("matches")
-            k = j
-            while k < n and source[k] in " \t\r\n":
-                k += 1
-            if (j == n or source[j] not in _WORD) and k < n and source[k] == "(":
-                out.append(CACHED_MATCHES)
-                i = j
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
 
 
 class CelCompileError(ValueError):
@@ -162,19 +97,6 @@ class Engine:
                 ext_math.ExtMath(),
                 ext_encoders.ExtEncoders(),
             ],
-            functions=[
-                cel.FunctionDecl(
-                    CACHED_MATCHES,
-                    [
-                        cel.Overload(
-                            "ahp_string_matches_string", _T.BOOL, [_T.STRING, _T.STRING], is_member=True, impl=_matches
-                        ),
-                        cel.Overload(
-                            "ahp_matches_string_string", _T.BOOL, [_T.STRING, _T.STRING], is_member=False, impl=_matches
-                        ),
-                    ],
-                )
-            ],
         )
 
     def compile(self, source: str, id: str) -> Program:
@@ -194,16 +116,6 @@ class Engine:
         rtype = expr.return_type()
         if rtype != _T.BOOL and rtype != _T.DYN:
             raise CelCompileError(f"expression has type {rtype.name()}, expected bool", 1, 1)
-        if CACHED_MATCHES in source:
-            raise CelCompileError(
-                f"{CACHED_MATCHES} is reserved; use matches()", *_line_col(source, source.index(CACHED_MATCHES))
-            )
-        fast = rewrite_matches(source)
-        if fast != source:
-            try:
-                expr = self._env.compile(fast)
-            except RuntimeError as exc:  # pragma: no cover - the rewrite only renames call sites
-                raise _compile_error(str(exc)) from None
         return Program(expr, source, id)
 
     def activation(self, values: Mapping[str, Any], *, maybe_nul: bool = True) -> Activation:
