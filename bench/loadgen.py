@@ -200,14 +200,14 @@ class Client:
                 conn.transport.close()
 
 
-def percentiles(values: array, scale: float = 1000.0) -> dict[str, float | None]:
+def percentiles(values: array[float], scale: float = 1000.0) -> dict[str, float | None]:
     if not values:
         return {"p50": None, "p90": None, "p99": None, "p999": None, "max": None, "mean": None}
     ordered = sorted(values)
     n = len(ordered)
 
     def rank(q: float) -> float:
-        return round(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))] * scale, 4)
+        return round(float(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))]) * scale, 4)
 
     return {
         "p50": rank(0.50),

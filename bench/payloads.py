@@ -75,9 +75,21 @@ def tool_before_event(event_id: str = EVENT_ID) -> dict[str, Any]:
                         "pyproject.toml",
                     ],
                     "recentEdits": [
-                        {"file": "src/billing/invoices/service.py", "lines": [112, 148], "summary": "round totals per line item before tax"},
-                        {"file": "src/billing/ledger/journal.py", "lines": [61, 74], "summary": "post reversal entries atomically"},
-                        {"file": "tests/unit/test_invoices.py", "lines": [201, 260], "summary": "cover multi-currency rounding"},
+                        {
+                            "file": "src/billing/invoices/service.py",
+                            "lines": [112, 148],
+                            "summary": "round totals per line item before tax",
+                        },
+                        {
+                            "file": "src/billing/ledger/journal.py",
+                            "lines": [61, 74],
+                            "summary": "post reversal entries atomically",
+                        },
+                        {
+                            "file": "tests/unit/test_invoices.py",
+                            "lines": [201, 260],
+                            "summary": "cover multi-currency rounding",
+                        },
                     ],
                     "reason": (
                         "The previous run failed in test_invoice_totals_round_per_line because the "
@@ -148,11 +160,19 @@ def extra_rules(count: int = 50, namespace: str = "org.ahp-gateway.bench.extra")
     )
     rules = []
     for i in range(count):
-        rule: dict[str, Any] = {"id": f"generated-{i:02d}", "events": ["tool.before"], "when": shapes[i % len(shapes)].format(i=i)}
+        rule: dict[str, Any] = {
+            "id": f"generated-{i:02d}",
+            "events": ["tool.before"],
+            "when": shapes[i % len(shapes)].format(i=i),
+        }
         if i % 2 == 0:
             rule["deny"] = {"reason": f"Generated rule {i} matched."}
         else:
             rule["message"] = {"text": f"Generated rule {i} matched."}
         rules.append(rule)
-    doc = {"namespace": namespace, "description": "Generated benchmark rules (none matches the request).", "rules": rules}
+    doc = {
+        "namespace": namespace,
+        "description": "Generated benchmark rules (none matches the request).",
+        "rules": rules,
+    }
     return json.dumps(doc, indent=1) + "\n"

@@ -129,8 +129,12 @@ class _RawHttp(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\n\r\n")
         else:
             self.transport.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: "
-                + str(len(body)).encode() + b"\r\n\r\n" + body
+                b"HTTP/1.1 "
+                + status
+                + b"\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\n\r\n"
+                + body
             )
 
     def connection_lost(self, exc: Exception | None) -> None:

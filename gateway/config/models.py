@@ -53,11 +53,11 @@ class Frontend(Model):
 
 
 class ObserveOptions(Model):
-    queueSize: int = Field(10_000, ge=1)
+    queueSize: int = Field(2048, ge=1, description="Queued observations (raw bodies); bounds memory under overload.")
     workers: int = Field(8, ge=1, le=256)
     timeoutMs: int = Field(2000, ge=1)
-    dedupEntries: int = Field(100_000, ge=1)
-    dedupTtlSeconds: float = Field(600, gt=0)
+    dedupEntries: int = Field(50_000, ge=2, description="(event, subscription) pairs remembered for observe fan-out.")
+    dedupTtlSeconds: float = Field(120, gt=0, description="How long a served pair is remembered.")
 
 
 class LogOptions(Model):
