@@ -136,7 +136,14 @@ def _rss_kb() -> int:
 def test_evaluation_does_not_leak_memory():
     """Measured, not assumed: the pinned engine leaks the arguments of Python callbacks, so no
     custom function may be registered; plain evaluation and fresh activations stay flat."""
-    values = {"event": {"c": "x" * 1000}, "method": "", "protocolVersion": "", "capabilities": {}, "principal": {}, "headers": {}}
+    values = {
+        "event": {"c": "x" * 1000},
+        "method": "",
+        "protocolVersion": "",
+        "capabilities": {},
+        "principal": {},
+        "headers": {},
+    }
     program = ENGINE.compile('event.c.matches("^y") || event.c.contains("zz")', "t")
     for _ in range(2000):  # warm-up: allocator pools settle
         program.eval(ENGINE.activation(values))
