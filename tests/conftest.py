@@ -34,7 +34,7 @@ def tool_before(command: str = "ls -la", **extra: Any) -> dict[str, Any]:
         "type": "tool.before",
         "time": "2026-11-30T10:00:00Z",
         "harness": dict(HARNESS),
-        "session": {"id": "sess-1", "cwd": "/work/project", "workspaceRoots": ["/work/project"]},
+        "session": {"id": "sess-1", "cwd": "/home/dev/project", "workspaceRoots": ["/home/dev/project"]},
         "call": {"id": f"call-{n}"},
         "path": "native",
         "tool": {"name": "shell", "origin": "native", "input": {"command": command}},
