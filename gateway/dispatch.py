@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gateway import _tasks
@@ -291,14 +292,8 @@ class Engine:
         synthetic: tuple[str, str] | None = None
         called: list[Route] = []
         try:
-            if use_parallel:
-                synthetic = await self._run_parallel(
-                    snap, selected, rid, version, caps, chain, deadline, variables, activation, decision, called, trace
-                )
-            else:
-                synthetic = await self._run_serial(
-                    snap, selected, rid, version, caps, chain, deadline, variables, activation, decision, called, trace
-                )
+            run = _Run(snap, rid, version, caps, chain, deadline, variables, activation, decision, called, trace)
+            synthetic = await (self._run_parallel if use_parallel else self._run_serial)(run, selected)
         finally:
             for route in called:
                 self._delivered.add((*ident, route.key))
@@ -430,75 +425,50 @@ class Engine:
             record.outcome = StepOutcome.EFFECTS
         return None
 
-    async def _run_serial(
-        self,
-        snap: RuntimeConfig,
-        routes: list[Route],
-        rid: Any,
-        version: str,
-        caps: dict[str, Any],
-        chain: ChainState,
-        deadline: float,
-        variables: dict[str, Any] | None,
-        activation: Activation | None,
-        decision: Decision,
-        called: list[Route],
-        trace: Any,
-    ) -> tuple[str, str] | None:
+    async def _run_serial(self, run: _Run, routes: list[Route]) -> tuple[str, str] | None:
         loop = asyncio.get_running_loop()
+        chain, decision = run.chain, run.decision
         for index, route in enumerate(routes):
-            step_caps = with_remaining(caps, chain.remaining)
-            request = self._request(snap, route, rid, version, chain.event, step_caps, chain.wire_state())
+            step_caps = with_remaining(run.caps, chain.remaining)
+            request = self._request(run.snap, route, run.rid, run.version, chain.event, step_caps, chain.wire_state())
             now = loop.time()
-            called.append(route)
-            outcome = await self._call(route, request, min(route.timeout, deadline - now), variables, activation, trace)
+            run.called.append(route)
+            outcome = await self._call(
+                route, request, min(route.timeout, run.deadline - now), run.variables, run.activation, run.trace
+            )
             latency = loop.time() - now
             decision.upstream_wait += latency
-            failure = self._settle_step(snap, route, outcome, request, chain, latency, decision)
+            failure = self._settle_step(run.snap, route, outcome, request, chain, latency, decision)
             if failure is not None or chain.halted:
-                for skipped in routes[index + 1 :]:
-                    decision.steps.append(
-                        StepRecord(skipped.key, skipped.hook_id, skipped.upstream.kind, StepOutcome.NOT_CALLED)
-                    )
+                _not_called(decision, routes[index + 1 :], StepOutcome.NOT_CALLED)
                 return failure
         return None
 
-    async def _run_parallel(
-        self,
-        snap: RuntimeConfig,
-        routes: list[Route],
-        rid: Any,
-        version: str,
-        caps: dict[str, Any],
-        chain: ChainState,
-        deadline: float,
-        variables: dict[str, Any] | None,
-        activation: Activation | None,
-        decision: Decision,
-        called: list[Route],
-        trace: Any,
-    ) -> tuple[str, str] | None:
+    async def _run_parallel(self, run: _Run, routes: list[Route]) -> tuple[str, str] | None:
         """Opt-in deviation from AHP-COMP-001, used only when every advertised effect is within
         {deny, message}: calls run at once but settle in order; after the deciding upstream,
         answers are discarded and calls still running are cancelled."""
         loop = asyncio.get_running_loop()
+        chain, decision = run.chain, run.decision
         state = chain.wire_state()
         started = loop.time()
-        requests = [self._request(snap, r, rid, version, chain.event, caps, state) for r in routes]
+        requests = [self._request(run.snap, r, run.rid, run.version, chain.event, run.caps, state) for r in routes]
         tasks = [
-            asyncio.ensure_future(self._call(r, req, min(r.timeout, deadline - started), variables, activation, trace))
+            asyncio.ensure_future(
+                self._call(r, req, min(r.timeout, run.deadline - started), run.variables, run.activation, run.trace)
+            )
             for r, req in zip(routes, requests, strict=True)
         ]
-        called.extend(routes)
+        run.called.extend(routes)
         try:
             for index, (route, task) in enumerate(zip(routes, tasks, strict=True)):
                 outcome = await task
                 latency = loop.time() - started
-                failure = self._settle_step(snap, route, outcome, requests[index], chain, latency, decision)
+                failure = self._settle_step(run.snap, route, outcome, requests[index], chain, latency, decision)
                 if failure is not None or chain.halted:
                     for later, pending in zip(routes[index + 1 :], tasks[index + 1 :], strict=True):
-                        outcome_kind = StepOutcome.CANCELLED if not pending.done() else StepOutcome.NOT_CALLED
-                        decision.steps.append(StepRecord(later.key, later.hook_id, later.upstream.kind, outcome_kind))
+                        kind = StepOutcome.NOT_CALLED if pending.done() else StepOutcome.CANCELLED
+                        _not_called(decision, [later], kind)
                     return failure
             return None
         finally:
@@ -656,6 +626,28 @@ class Engine:
             )
             if failure is not None:
                 log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
+
+
+@dataclass(slots=True)
+class _Run:
+    """Everything one intercept's chain run needs, passed as one value."""
+
+    snap: RuntimeConfig
+    rid: Any
+    version: str
+    caps: dict[str, Any]
+    chain: ChainState
+    deadline: float
+    variables: dict[str, Any] | None
+    activation: Activation | None
+    decision: Decision
+    called: list[Route]
+    trace: Any
+
+
+def _not_called(decision: Decision, routes: list[Route], outcome: StepOutcome) -> None:
+    for route in routes:
+        decision.steps.append(StepRecord(route.key, route.hook_id, route.upstream.kind, outcome))
 
 
 def _where(where: tuple[str, str] | None) -> dict[str, str] | None:

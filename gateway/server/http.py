@@ -11,6 +11,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from gateway.dispatch import Engine
+from gateway.upstream.http import read_bounded
 
 _JSON = "application/json"
 HARD_BODY_CAP = 64 * 1024 * 1024
@@ -39,13 +40,6 @@ def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.App
 
 
 async def _read_bounded(request: web.Request, limit: int) -> bytes | None:
-    if request.content_length is not None:
+    if request.content_length is not None:  # already checked against the limit
         return await request.read()
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.content.iter_chunked(65536):
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_bounded(request.content, limit)

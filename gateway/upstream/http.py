@@ -85,23 +85,41 @@ class HttpUpstream:
     async def intercept(
         self, request: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
     ) -> Reply | Failure:
+        outcome = await self._post(request, timeout, headers, answer=True)
+        return outcome if isinstance(outcome, Failure) else Reply(outcome)
+
+    async def observe(
+        self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
+    ) -> Failure | None:
+        outcome = await self._post(message, timeout, headers, answer=False)
+        return outcome if isinstance(outcome, Failure) else None
+
+    async def _post(
+        self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None, *, answer: bool
+    ) -> bytes | Failure:
+        """POST one JSON-RPC object. ``answer``: a request (200 and a bounded body expected);
+        otherwise a notification (any 2xx, the body is ignored)."""
         try:
             async with asyncio.timeout(timeout):
                 sent = await self._headers_for(headers)
                 async with self._pool.session.post(
-                    self.url, data=orjson.dumps(request), headers=sent, allow_redirects=False, ssl=self._ssl
+                    self.url, data=orjson.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
                 ) as response:
-                    if response.status != 200:
-                        return self._status_failure(response.status)
+                    status = response.status
+                    if not answer:
+                        await response.read()
+                        return b"" if 200 <= status < 300 else self._status_failure(status)
+                    if status != 200:
+                        return self._status_failure(status)
                     length = response.content_length
                     if length is not None:
                         if length > self._max:
                             return Failure(FailureClass.TOO_LARGE, f"answer of {length} bytes")
-                        return Reply(await response.read())
-                    body = await _read_bounded(response, self._max)
+                        return await response.read()
+                    body = await read_bounded(response.content, self._max)
                     if body is None:
                         return Failure(FailureClass.TOO_LARGE, f"answer over {self._max} bytes")
-                    return Reply(body)
+                    return body
         except CredentialUnavailable as exc:
             return Failure(FailureClass.AUTH, str(exc))
         except TimeoutError:
@@ -110,26 +128,6 @@ class HttpUpstream:
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
         except aiohttp.ClientError as exc:
             return Failure(FailureClass.INVALID_RESPONSE, exc.__class__.__name__)
-
-    async def observe(
-        self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
-    ) -> Failure | None:
-        try:
-            async with asyncio.timeout(timeout):
-                sent = await self._headers_for(headers)
-                async with self._pool.session.post(
-                    self.url, data=orjson.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
-                ) as response:
-                    await response.read()
-                    if not 200 <= response.status < 300:
-                        return self._status_failure(response.status)
-                    return None
-        except CredentialUnavailable as exc:
-            return Failure(FailureClass.AUTH, str(exc))
-        except TimeoutError:
-            return Failure(FailureClass.TIMEOUT, "observe delivery timed out")
-        except (aiohttp.ClientError, OSError) as exc:
-            return Failure(FailureClass.CONNECT, exc.__class__.__name__)
 
     def _status_failure(self, status: int) -> Failure:
         if status in (401, 403):
@@ -143,10 +141,11 @@ class HttpUpstream:
         """The session belongs to the pool, not to this upstream."""
 
 
-async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+async def read_bounded(stream: aiohttp.StreamReader, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it exceeds ``limit`` bytes (never buffered beyond)."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.content.iter_chunked(65536):
+    async for chunk in stream.iter_chunked(65536):
         size += len(chunk)
         if size > limit:
             return None
