@@ -253,3 +253,12 @@ def test_bundled_default_checks_clean():
     out = _cli("check", "--config", str(DEFAULT_CONFIG))
     assert out.returncode == 0, out.stderr
     assert "org.ahp-gateway.policies (local" in out.stdout
+
+
+def test_unknown_transport_or_mode_names_the_field(tmp_path):
+    cfg = _mutate("hooks.0.transport", {"type": "grpc", "url": "x"})
+    del cfg["hooks"][0]["authentication"]
+    errors = _errors(tmp_path, cfg)
+    assert any("$.hooks[0].transport" in e and "unknown type 'grpc'" in e for e in errors), errors
+    errors = _errors(tmp_path, _mutate("hooks.0.subscriptions.0.mode", None))
+    assert any("$.hooks[0].subscriptions[0]" in e and "mode is required" in e for e in errors), errors

@@ -143,10 +143,14 @@ def _validation_issues(exc: ValidationError, source: _Source, prefix: tuple[Path
             message = "required field is missing"
             if path and path[-1] == "subscriptions":
                 message += " (the gateway does not discover an upstream's subscriptions at run time)"
-        elif err["type"] == "union_tag_invalid":
-            message = f"unknown value {err.get('input', {}).get(err['ctx']['discriminator'].strip(chr(39)), '?')!r} for {err['ctx']['discriminator']} (expected {err['ctx']['expected_tags']})"
-        elif err["type"] == "union_tag_not_found":
-            message = f"{err['ctx']['discriminator']} is required"
+        elif err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            field = err["ctx"]["discriminator"].strip("'")
+            given = err.get("input", {}).get(field) if isinstance(err.get("input"), dict) else None
+            message = (
+                f"{field} is required"
+                if given is None
+                else f"unknown {field} {given!r} (expected {err['ctx'].get('expected_tags', '')})"
+            )
         issues.append(Issue(str(source.path), json_path(path), message, source.line(path)))
     return issues
 
