@@ -96,10 +96,6 @@ class Engine:
         await asyncio.gather(*self._workers, *self._background, return_exceptions=True)
         self._workers = []
 
-    @property
-    def queue_depth(self) -> int:
-        return self._queue.qsize()
-
     # ------------------------------------------------------------------ entry point
     def circuit_states(self) -> dict[str, bool]:
         return {hook: breaker.is_open for hook, breaker in self._breakers.items()}

@@ -84,5 +84,3 @@ MODIFY_TARGETS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
 }
 """``user.elicitation.result`` (modify of the parsed MCP form answer) is not applied by the gateway:
 that target is narrowed out of the capabilities sent upstream (README, "Protocol decisions")."""
-
-TEXT_PART_TARGETS = frozenset(("instructions", "summary"))

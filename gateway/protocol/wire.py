@@ -39,18 +39,11 @@ def result_body(request_id: Json, result: dict[str, Any]) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
-def intercept_result_body(request_id: Json, version: str, effects: list[dict[str, Any]]) -> bytes:
-    return orjson.dumps(
-        {"jsonrpc": "2.0", "id": request_id, "result": {"protocolVersion": version, "effects": effects}}
-    )
-
-
 __all__ = [
     "JSONDecodeError",
     "RpcCode",
     "dumps",
     "error_body",
-    "intercept_result_body",
     "is_request_id",
     "loads",
     "result_body",
