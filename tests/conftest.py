@@ -20,7 +20,8 @@ from gateway.config.load import load
 from gateway.server.app import GatewayServer
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+VECTORS = ROOT / "tests" / "vectors"
+"""Vendored upstream test vectors (see tests/vectors/README.md)."""
 HARNESS = {"name": "test-harness", "version": "1.0"}
 _ids = itertools.count(1)
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from gateway.config.load import ConfigError, load
-from tests.conftest import SHARED
+from tests.conftest import VECTORS
 
-REG_FIXTURES = SHARED / "ahp-spec" / "fixtures" / "draft" / "registration"
+REG_FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft" / "registration"
 
 BASE: dict[str, Any] = {
     "id": "org.example.gateway",

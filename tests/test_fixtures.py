@@ -1,4 +1,4 @@
-"""The upstream golden fixtures (../shared/ahp-spec/fixtures/draft) as test vectors.
+"""The upstream golden fixtures (tests/vectors/ahp-spec/fixtures/draft) as test vectors.
 
 Requests go to the gateway's front end; responses are played by an upstream stub and the gateway
 must accept or reject them exactly as the manifest says. The fixtures predate the SDK 0.10.1
@@ -17,9 +17,9 @@ import pytest
 
 from gateway.discovery import bound
 from gateway.protocol.schemas import load
-from tests.conftest import HARNESS, SHARED, gateway_config, post, tool_before, wait_for
+from tests.conftest import HARNESS, VECTORS, gateway_config, post, tool_before, wait_for
 
-FIXTURES = SHARED / "ahp-spec" / "fixtures" / "draft"
+FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())["cases"]
 CASES = {c["id"]: c for c in MANIFEST}
 
@@ -32,7 +32,7 @@ DISAGREEMENTS: dict[str, str] = {
 
 
 def _load(case: dict[str, Any]) -> Any:
-    path = SHARED / "ahp-spec" / case["path"]
+    path = VECTORS / "ahp-spec" / case["path"]
     text = path.read_text()
     if case["binding"] == "stdio-jsonl":
         return text  # raw framing preserved
@@ -248,7 +248,7 @@ def test_fixture_hashes_match_manifest():
     import hashlib
 
     for case in MANIFEST:
-        data = (SHARED / "ahp-spec" / case["path"]).read_bytes()
+        data = (VECTORS / "ahp-spec" / case["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == case["sha256"], case["id"]
 
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.protocol import schemas
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, HARNESS, SHARED, intercept, tool_before
+from tests.conftest import ALL_TOOL_BEFORE_CAPS, HARNESS, VECTORS, intercept, tool_before
 
 S = schemas.load()
-FIXTURES = SHARED / "ahp-spec" / "fixtures" / "draft" / "http"
+FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft" / "http"
 
 
 def _requests() -> list[dict[str, Any]]:
