@@ -113,7 +113,7 @@ def run(paths: Sequence[Path], engine: Engine | None = None) -> list[CaseResult]
     library = load_policies(paths, engine)
     results: list[CaseResult] = []
     for policy_file in library.files:
-        single = library_of([policy_file])
+        single = library_of([policy_file], engine)
         for index, case in enumerate(policy_file.spec.tests):
             results.append(run_case(single, case, index, engine, policy_file.path))
     return results

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gateway.config.load import Issue, _Source, _validation_issues, json_path
 from gateway.config.models import REVERSE_DNS, _check_events
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
-from gateway.routing.cel import Activation, CelCompileError, Engine, EvalError, Program
+from gateway.routing.cel import Activation, Batch, CelCompileError, Engine, EvalError, Program
 
 
 class PolicyError(Exception):
@@ -154,6 +154,8 @@ class Library:
     files: tuple[PolicyFile, ...]
     rules: tuple[Rule, ...]
     by_event: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
+    batches: Mapping[str, Batch] = field(default_factory=dict)
+    """Per event type, its rules as one engine call (:class:`Batch`), where they can be."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
@@ -170,8 +172,12 @@ class Library:
         effects: list[dict[str, Any]] = []
         entries: list[TraceEntry] = []
         asked = False
-        for rule in self.rules_for(event_type):
-            result = rule.program.eval(activation)
+        batch = self.batches.get(event_type)
+        results = batch.eval(activation) if batch is not None else None
+        slots = batch.slots if batch is not None and results is not None else None
+        for index, rule in enumerate(self.rules_for(event_type)):
+            slot = slots[index] if slots is not None else -1
+            result = results[slot] if results is not None and slot >= 0 else rule.program.eval(activation)
             if isinstance(result, EvalError):
                 entry = TraceEntry(rule.id, rule.file, result.message, None)
                 return Evaluation(effects, [*entries, entry], entry)
@@ -264,12 +270,21 @@ def load_policies(paths: Sequence[Path], engine: Engine) -> Library:
             files.append(loaded)
     if issues:
         raise PolicyError(issues)
-    return library_of(files)
+    return library_of(files, engine)
 
 
-def library_of(files: Sequence[PolicyFile]) -> Library:
+def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
     rules = tuple(r for f in files for r in f.rules)
-    return Library(tuple(files), rules, {e: tuple(r for r in rules if r.applies_to(e)) for e in ALL_EVENTS})
+    by_event = {e: tuple(r for r in rules if r.applies_to(e)) for e in ALL_EVENTS}
+    compiled: dict[tuple[int, ...], Batch | None] = {}
+    batches: dict[str, Batch] = {}
+    for event, selected in by_event.items():
+        key = tuple(id(r) for r in selected)
+        if key not in compiled:
+            compiled[key] = engine.batch([r.program for r in selected])
+        if (batch := compiled[key]) is not None:
+            batches[event] = batch
+    return Library(tuple(files), rules, by_event, batches)
 
 
 def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:

@@ -8,21 +8,27 @@ would be invisible to a rule. Activations therefore carry a copy in which every 
 U+FFFD; what upstreams receive is never changed.
 
 Regex cost: the engine compiles the RE2 pattern of ``matches()`` on every call (tens to hundreds
-of microseconds); guard regexes with cheap ``contains``/``startsWith`` tests. (Routing
+of microseconds). Where a pattern has text every match must contain, :mod:`regex_guard` puts a
+``contains`` pre-test in front of it; other regexes still need hand-written cheap guards. (Routing
 ``matches`` through a cached Python-side RE2 function would be faster, but cel-expr-python
 0.1.3 leaks the arguments of every Python callback, so no custom function is registered.)
+
+Call cost: one engine call costs a few microseconds even for ``false``, so a policy library
+evaluates its rules for one event type as one list expression (:class:`Batch`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+
+from gateway.routing.regex_guard import guard_matches
 
 _T = cel.Type
 VARIABLES: dict[str, Any] = {
@@ -55,14 +61,16 @@ class EvalError:
 
 
 class Program:
-    """A compiled, type-checked boolean expression."""
+    """A compiled, type-checked boolean expression. ``source`` is what the author wrote,
+    ``compiled`` what the engine runs (``source`` with regex pre-tests)."""
 
-    __slots__ = ("_expr", "id", "source")
+    __slots__ = ("_expr", "compiled", "id", "source")
 
-    def __init__(self, expr: Any, source: str, id: str) -> None:
+    def __init__(self, expr: Any, source: str, id: str, compiled: str) -> None:
         self._expr = expr
         self.source = source
         self.id = id
+        self.compiled = compiled
 
     def eval(self, activation: Activation) -> bool | EvalError:
         try:
@@ -74,6 +82,33 @@ class Program:
         if value.type() == _T.ERROR:
             return EvalError(str(value.value()).splitlines()[0])
         return EvalError(f"expression produced {value.type().name()}, not bool")
+
+
+class Batch:
+    """Programs evaluated as one CEL list expression: one engine call instead of one per program.
+    ``slots[i]`` is program ``i``'s position in the result list, or -1 when it runs alone."""
+
+    __slots__ = ("_expr", "slots")
+
+    def __init__(self, expr: Any, slots: tuple[int, ...]) -> None:
+        self._expr = expr
+        self.slots = slots
+
+    def eval(self, activation: Activation) -> list[bool] | None:
+        """Every program's result, or None when any of them is not a plain bool (an evaluation
+        error or another type): the caller then evaluates them one by one, which names the
+        failing program and keeps the order in which errors are seen."""
+        try:
+            value = self._expr.eval(activation.native)
+        except RuntimeError:
+            return None
+        if value.type() == _T.ERROR:
+            return None
+        results: list[Any] = value.plain_value()
+        for result in results:
+            if result is not True and result is not False:
+                return None
+        return results
 
 
 class Activation:
@@ -116,7 +151,51 @@ class Engine:
         rtype = expr.return_type()
         if rtype != _T.BOOL and rtype != _T.DYN:
             raise CelCompileError(f"expression has type {rtype.name()}, expected bool", 1, 1)
-        return Program(expr, source, id)
+        guarded = guard_matches(source, self._valid_pattern)
+        if guarded != source:
+            try:  # the added parentheses can exceed the parser's nesting limit: keep the original
+                expr = self._env.compile(guarded)
+            except RuntimeError:
+                guarded = source
+        return Program(expr, source, id, guarded)
+
+    def batch(self, programs: Sequence[Program]) -> Batch | None:
+        """One list expression of as many of ``programs`` as the engine can run together, or None
+        for fewer than two. Left out: programs too deeply nested to sit in a list (the parser's
+        nesting limit), and ``exists``/``all`` when another program uses ``cel.bind`` (the
+        stale-value bug refused in :meth:`compile` would cross program boundaries)."""
+        members = list(range(len(programs)))
+        expr = self._list(programs)
+        if expr is None:
+            members = [
+                i
+                for i, p in enumerate(programs)
+                if not _EARLY_EXIT_MACRO.search(p.compiled) and self._list([p]) is not None
+            ]
+            expr = self._list([programs[i] for i in members])
+        if expr is None or len(members) < 2:
+            return None
+        slots = [-1] * len(programs)
+        for position, index in enumerate(members):
+            slots[index] = position
+        return Batch(expr, tuple(slots))
+
+    def _list(self, programs: Sequence[Program]) -> Any:
+        source = "[" + ",\n".join(p.compiled for p in programs) + "]"
+        if _BIND.search(source) and _EARLY_EXIT_MACRO.search(source):
+            return None
+        try:
+            return self._env.compile(source)
+        except RuntimeError:
+            return None
+
+    def _valid_pattern(self, literal: str) -> bool:
+        """Whether ``matches`` accepts the pattern written as the CEL string literal ``literal``."""
+        try:
+            result = self._env.compile(f"''.matches({literal})").eval(self._env.Activation({}))
+        except RuntimeError:
+            return False
+        return bool(result.type() == _T.BOOL)
 
     def activation(self, values: Mapping[str, Any], *, maybe_nul: bool = True) -> Activation:
         """``maybe_nul=False`` promises that no string in ``values`` contains U+0000 (the caller
