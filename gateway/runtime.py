@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from gateway import heap
 from gateway.config.load import ConfigError, Issue, LoadedConfig, json_path, line_of
 from gateway.config.models import Backend, GatewayBackend, HttpTransport, LocalTransport, StdioTransport
 from gateway.credentials.bearer import BearerToken
@@ -176,6 +177,7 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
     frozen_observe = MappingProxyType({e: tuple(r) for e, r in observe.items() if r})
     served = sorted(set(frozen_intercept) | set(frozen_shadow), key=INTERCEPTABLE.index)
     observed = sorted(frozen_observe, key=ALL_EVENTS.index)
+    heap.trim()
     return RuntimeConfig(
         loaded=loaded,
         gateway_id=cfg.id,

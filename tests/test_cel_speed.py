@@ -214,3 +214,23 @@ def test_shipped_library_batches_and_guards_its_rules():
     slots = library.batches["tool.before"].slots
     assert sum(s >= 0 for s in slots) >= len(slots) - 1
     assert any(r.program.compiled != r.program.source for r in library.rules)
+
+
+def test_batches_of_many_rules_keep_every_result_in_place(tmp_path):
+    """More rules than fit in one engine call: each result still lands on its own rule."""
+    from gateway.routing.cel import BATCH_SIZE
+
+    count = 2 * BATCH_SIZE + 3
+    rules = "".join(
+        f"  - {{id: r{i}, events: [tool.before], when: \"event.tool.input.command.contains('w{i}')\", "
+        f"message: {{text: m{i}}}}}\n"
+        for i in range(count)
+    )
+    library = _library(tmp_path, rules)
+    assert library.batches["tool.before"].slots == tuple(range(count))
+    for chosen in ([], [0], [BATCH_SIZE - 1, BATCH_SIZE], [count - 1, 3]):
+        command = " ".join(f"w{i}" for i in chosen) or "ls"
+        texts = [e["text"] for e in _evaluate(library, command).effects]
+        # `w1` is also part of `w10`..`w19`: compute the reference the slow way
+        expected = [f"m{i}" for i in range(count) if f"w{i}" in command]
+        assert texts == expected

@@ -45,6 +45,10 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
 _EARLY_EXIT_MACRO = re.compile(r"\.\s*(exists|exists_one|all)\s*\(")
 _NUL_ESCAPE = b"\\u0000"
+BATCH_SIZE = 8
+"""Programs per engine call in a :class:`Batch`. Larger lists save little more time but keep
+more memory per evaluation (measured with 68 rules: 8 per list 207 µs and +3.7 MB resident,
+one list 155 µs and +7.2 MB, one call per rule 450 µs)."""
 
 
 class CelCompileError(ValueError):
@@ -85,26 +89,29 @@ class Program:
 
 
 class Batch:
-    """Programs evaluated as one CEL list expression: one engine call instead of one per program.
-    ``slots[i]`` is program ``i``'s position in the result list, or -1 when it runs alone."""
+    """Programs evaluated as a few CEL list expressions: one engine call per :data:`BATCH_SIZE`
+    programs instead of one per program. ``slots[i]`` is program ``i``'s position in the
+    results, or -1 when it runs alone."""
 
-    __slots__ = ("_expr", "slots")
+    __slots__ = ("_exprs", "slots")
 
-    def __init__(self, expr: Any, slots: tuple[int, ...]) -> None:
-        self._expr = expr
+    def __init__(self, exprs: tuple[Any, ...], slots: tuple[int, ...]) -> None:
+        self._exprs = exprs
         self.slots = slots
 
     def eval(self, activation: Activation) -> list[bool] | None:
         """Every program's result, or None when any of them is not a plain bool (an evaluation
         error or another type): the caller then evaluates them one by one, which names the
         failing program and keeps the order in which errors are seen."""
-        try:
-            value = self._expr.eval(activation.native)
-        except RuntimeError:
-            return None
-        if value.type() == _T.ERROR:
-            return None
-        results: list[Any] = value.plain_value()
+        results: list[Any] = []
+        for expr in self._exprs:
+            try:
+                value = expr.eval(activation.native)
+            except RuntimeError:
+                return None
+            if value.type() == _T.ERROR:
+                return None
+            results += value.plain_value()
         for result in results:
             if result is not True and result is not False:
                 return None
@@ -160,25 +167,25 @@ class Engine:
         return Program(expr, source, id, guarded)
 
     def batch(self, programs: Sequence[Program]) -> Batch | None:
-        """One list expression of as many of ``programs`` as the engine can run together, or None
-        for fewer than two. Left out: programs too deeply nested to sit in a list (the parser's
-        nesting limit), and ``exists``/``all`` when another program uses ``cel.bind`` (the
-        stale-value bug refused in :meth:`compile` would cross program boundaries)."""
-        members = list(range(len(programs)))
-        expr = self._list(programs)
-        if expr is None:
-            members = [
-                i
-                for i, p in enumerate(programs)
-                if not _EARLY_EXIT_MACRO.search(p.compiled) and self._list([p]) is not None
-            ]
-            expr = self._list([programs[i] for i in members])
-        if expr is None or len(members) < 2:
+        """``programs`` as list expressions of up to :data:`BATCH_SIZE`, or None for fewer than
+        two that can run together. Left out: programs too deeply nested to sit in a list (the
+        parser's nesting limit), and ``exists``/``all`` when another program uses ``cel.bind``
+        (the stale-value bug refused in :meth:`compile` would cross program boundaries)."""
+        members = [i for i, p in enumerate(programs) if self._list([p]) is not None]
+        if any(_BIND.search(programs[i].compiled) for i in members):
+            members = [i for i in members if not _EARLY_EXIT_MACRO.search(programs[i].compiled)]
+        if len(members) < 2:
             return None
+        exprs = []
+        for start in range(0, len(members), BATCH_SIZE):
+            expr = self._list([programs[i] for i in members[start : start + BATCH_SIZE]])
+            if expr is None:
+                return None
+            exprs.append(expr)
         slots = [-1] * len(programs)
         for position, index in enumerate(members):
             slots[index] = position
-        return Batch(expr, tuple(slots))
+        return Batch(tuple(exprs), tuple(slots))
 
     def _list(self, programs: Sequence[Program]) -> Any:
         source = "[" + ",\n".join(p.compiled for p in programs) + "]"
