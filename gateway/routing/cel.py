@@ -14,7 +14,7 @@ of microseconds). Where a pattern has text every match must contain, :mod:`regex
 0.1.3 leaks the arguments of every Python callback, so no custom function is registered.)
 
 Call cost: one engine call costs a few microseconds even for ``false``, so a policy library
-evaluates its rules for one event type as one list expression (:class:`Batch`).
+evaluates its rules for one event type as a few list expressions (:class:`Batch`).
 """
 
 from __future__ import annotations
