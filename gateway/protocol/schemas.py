@@ -157,6 +157,8 @@ class _Lazy(Mapping[str, Check]):
         self._cache: dict[str, Check] = {}
 
     def __getitem__(self, key: str) -> Check:
+        if not isinstance(key, str):  # a JSON value used as a key (e.g. a list): absent, not a crash
+            raise KeyError(key)
         found = self._cache.get(key)
         if found is None:
             if key not in self._known:
