@@ -155,7 +155,7 @@ class Library:
     rules: tuple[Rule, ...]
     by_event: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
     batches: Mapping[str, Batch] = field(default_factory=dict)
-    """Per event type, its rules as one engine call (:class:`Batch`), where they can be."""
+    """Per event type, its rules as a few engine calls (:class:`Batch`), where they can be."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
