@@ -169,19 +169,25 @@ class Engine:
     def batch(self, programs: Sequence[Program]) -> Batch | None:
         """``programs`` as list expressions of up to :data:`BATCH_SIZE`, or None for fewer than
         two that can run together. Left out: programs too deeply nested to sit in a list (the
-        parser's nesting limit), and ``exists``/``all`` when another program uses ``cel.bind``
-        (the stale-value bug refused in :meth:`compile` would cross program boundaries)."""
-        members = [i for i, p in enumerate(programs) if self._list([p]) is not None]
-        if any(_BIND.search(programs[i].compiled) for i in members):
-            members = [i for i in members if not _EARLY_EXIT_MACRO.search(programs[i].compiled)]
+        parser's nesting limit; looked for only in a list that fails to compile), and
+        ``exists``/``all`` when another program uses ``cel.bind`` (the stale-value bug refused in
+        :meth:`compile` would cross program boundaries)."""
+        candidates = list(range(len(programs)))
+        if any(_BIND.search(p.compiled) for p in programs):
+            candidates = [i for i in candidates if not _EARLY_EXIT_MACRO.search(programs[i].compiled)]
+        members: list[int] = []
+        exprs = []
+        for start in range(0, len(candidates), BATCH_SIZE):
+            group = candidates[start : start + BATCH_SIZE]
+            expr = self._list([programs[i] for i in group])
+            if expr is None:
+                group = [i for i in group if self._list([programs[i]]) is not None]
+                expr = self._list([programs[i] for i in group]) if group else None
+            if expr is not None:
+                members += group
+                exprs.append(expr)
         if len(members) < 2:
             return None
-        exprs = []
-        for start in range(0, len(members), BATCH_SIZE):
-            expr = self._list([programs[i] for i in members[start : start + BATCH_SIZE]])
-            if expr is None:
-                return None
-            exprs.append(expr)
         slots = [-1] * len(programs)
         for position, index in enumerate(members):
             slots[index] = position
