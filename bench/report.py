@@ -215,37 +215,16 @@ def overhead(agg: dict[str, dict[str, Any]], rates: Sequence[int]) -> list[dict[
     rows = []
     for rate in rates:
         for metric in ("p50", "p99"):
-            a, b = _get(agg, "S1", "rates", str(rate), metric), _get(agg, "S2", "rates", str(rate), metric)
-            rows.append(
-                {
-                    "what": f"{metric} at {rate} req/s",
-                    "S1": a,
-                    "S2": b,
-                    "delta": b - a if a is not None and b is not None else None,
-                    "unit": "ms",
-                }
-            )
-    a, b = _get(agg, "S1", "cpu_s_per_1k_sat"), _get(agg, "S2", "cpu_s_per_1k_sat")
-    rows.append(
-        {
-            "what": "CPU s per 1,000 requests (saturation)",
-            "S1": a,
-            "S2": b,
-            "delta": b - a if a is not None and b is not None else None,
-            "unit": "s",
-        }
-    )
-    a, b = _get(agg, "S1", "throughput_rps"), _get(agg, "S2", "throughput_rps")
-    rows.append(
-        {
-            "what": "throughput",
-            "S1": a,
-            "S2": b,
-            "delta": b - a if a is not None and b is not None else None,
-            "unit": "req/s",
-        }
-    )
+            rows.append(_s1_s2_row(agg, f"{metric} at {rate} req/s", "ms", "rates", str(rate), metric))
+    rows.append(_s1_s2_row(agg, "CPU s per 1,000 requests (saturation)", "s", "cpu_s_per_1k_sat"))
+    rows.append(_s1_s2_row(agg, "throughput", "req/s", "throughput_rps"))
     return rows
+
+
+def _s1_s2_row(agg: dict[str, dict[str, Any]], what: str, unit: str, *path: str) -> dict[str, Any]:
+    """One overhead row: the forwarder's and the gateway's value at ``path`` and their difference."""
+    a, b = _get(agg, "S1", *path), _get(agg, "S2", *path)
+    return {"what": what, "S1": a, "S2": b, "delta": b - a if a is not None and b is not None else None, "unit": unit}
 
 
 def fmt(value: float | None, digits: int = 2) -> str:

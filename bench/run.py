@@ -527,19 +527,31 @@ def _summary_line(r: dict[str, Any]) -> str:
 
 
 def _run_one(ctx: Context, sc: Scenario, rep: int) -> dict[str, Any]:
-    inst: Instance | None = None
-    ok = False
     try:
         inst = launch(sc, rep, ctx)
+    except BenchError as exc:
+        result = _failed(sc, rep, str(exc))
+    else:
+        result = _measure_started(ctx, sc, inst, rep)
+    log(_summary_line(result))
+    return result
+
+
+def _failed(sc: Scenario, rep: int, error: str) -> dict[str, Any]:
+    return {"scenario": sc.key, "repetition": rep, "error": error}
+
+
+def _measure_started(ctx: Context, sc: Scenario, inst: Instance, rep: int) -> dict[str, Any]:
+    """Wait for a launched scenario, measure it, and stop it (keeping its logs if it failed)."""
+    ok = False
+    try:
         ready(inst, ctx)
         result = measure(ctx, inst)
         ok = True
     except BenchError as exc:
-        result = {"scenario": sc.key, "repetition": rep, "error": str(exc)}
+        result = _failed(sc, rep, str(exc))
     finally:
-        if inst is not None:
-            teardown(inst, ctx, keep_logs=not ok)
-    log(_summary_line(result))
+        teardown(inst, ctx, keep_logs=not ok)
     return result
 
 
@@ -554,18 +566,7 @@ def _run_prestarted(ctx: Context, order: list[Scenario], rep: int) -> list[dict[
             instances.append((sc, None, str(exc)))
     results = []
     for sc, inst, error in instances:
-        ok = False
-        if inst is None:
-            result = {"scenario": sc.key, "repetition": rep, "error": error}
-        else:
-            try:
-                ready(inst, ctx)
-                result = measure(ctx, inst)
-                ok = True
-            except BenchError as exc:
-                result = {"scenario": sc.key, "repetition": rep, "error": str(exc)}
-            finally:
-                teardown(inst, ctx, keep_logs=not ok)
+        result = _failed(sc, rep, error or "") if inst is None else _measure_started(ctx, sc, inst, rep)
         log(_summary_line(result))
         results.append(result)
     return results

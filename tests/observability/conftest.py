@@ -55,20 +55,21 @@ def require_module(name: str, pin: str) -> Any:
         missing_tool(f"Python package {pin}", f'pip install "{pin}"')
 
 
+def require_binary(name: str, what: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        missing_tool(what, INSTALL_HINT)
+    return path
+
+
 @pytest.fixture(scope="session")
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        missing_tool("promtool", INSTALL_HINT)
-    return path
+    return require_binary("promtool", "promtool")
 
 
 @pytest.fixture(scope="session")
 def prometheus_bin() -> str:
-    path = shutil.which("prometheus")
-    if path is None:
-        missing_tool("the prometheus server", INSTALL_HINT)
-    return path
+    return require_binary("prometheus", "the prometheus server")
 
 
 @pytest.fixture(scope="session")
