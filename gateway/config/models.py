@@ -43,6 +43,9 @@ class Limits(Model):
     maxBodyBytes: int = Field(1_048_576, ge=1024, description="Largest harness request body; larger gets 413.")
     deadlineMs: int = Field(2000, ge=1, description="Total budget for one intercept, all upstreams included.")
     maxResponseBytes: int = Field(4_194_304, ge=1024, description="Largest upstream answer accepted.")
+    maxInflight: int = Field(
+        1000, ge=0, description="Intercepts served at once per worker; beyond it -32003 at once (0: unbounded)."
+    )
 
 
 class Frontend(Model):

@@ -1,7 +1,8 @@
 """The harness-facing HTTP binding (AHP-HTTP-001): POST, ``application/json``, one object per body.
 
-The handler is thin: bound the body, hand the bytes to the engine, write status and bytes.
-Oversized bodies get 413 without being read in full.
+The handler is thin: bound the body, hand the bytes to the pipeline, frame the answer — HTTP 200
+with the JSON-RPC response (errors included), 202 with no body for a notification. Oversized
+bodies get 413 without being read in full; other media types 415.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from gateway.dispatch import Engine
+from gateway.pipeline.gateway import Gateway
 from gateway.upstream.http import read_bounded
 
 _JSON = "application/json"
 HARD_BODY_CAP = 64 * 1024 * 1024
 
 
-def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.Application:
+def build_app(gateway: Gateway, path: str, max_body: Callable[[], int]) -> web.Application:
     app = web.Application(client_max_size=HARD_BODY_CAP)
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -30,10 +31,10 @@ def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.App
         body = await _read_bounded(request, limit)
         if body is None:
             return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
-        status, payload = await engine.handle(body, request.headers)
-        if payload is None:
-            return web.Response(status=status)
-        return web.Response(status=status, body=payload, content_type=_JSON)
+        answer = await gateway.handle(body, request.headers)
+        if answer is None:
+            return web.Response(status=202)
+        return web.Response(status=200, body=answer, content_type=_JSON)
 
     app.router.add_post(path, handle)
     return app
