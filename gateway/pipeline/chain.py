@@ -33,6 +33,9 @@ from gateway.settle.outcome import Accepted, Failure, FailureClass
 from gateway.upstream.base import Call
 
 Headers = Callable[[Route], Any]
+MIN_BUDGET = 0.001
+"""Seconds of deadline below which an upstream is not called at all (timers may fire a hair
+early, so "exactly spent" must not become a sub-millisecond call that is sure to time out)."""
 
 
 @dataclass(slots=True)
@@ -138,8 +141,8 @@ async def run_serial(run: ChainRun, chain: ChainState, routes: list[Route]) -> S
         record = _record(route)
         settlement.steps.append(record)
         now = loop.time()
-        budget = min(route.timeout, run.deadline - now)
-        if budget <= 0:
+        left = run.deadline - now
+        if left < MIN_BUDGET:
             # Never reached: not this upstream's timeout, so neither its breaker nor its latency.
             record.called = False
             settled: Accepted | Failure = Failure(FailureClass.DEADLINE_EXHAUSTED, "intercept deadline spent")
@@ -154,7 +157,7 @@ async def run_serial(run: ChainRun, chain: ChainState, routes: list[Route]) -> S
                 chain.wire_state(),
             )
             run.sent(route)
-            call = Call(req, budget, run.activation, run.outbound(route))
+            call = Call(req, min(route.timeout, left), run.activation, run.outbound(route))
             settled = await call_upstream(route, call, expectation(snap, req, chain), run.on_circuit)
             record.latency = loop.time() - now
             settlement.upstream_wait += record.latency

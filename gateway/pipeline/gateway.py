@@ -22,8 +22,9 @@ from gateway.protocol.methods import CAPABILITIES, INTERCEPT
 from gateway.runtime import RuntimeConfig, RuntimeHolder
 from gateway.telemetry import NullTelemetry, Telemetry
 
-OVERLOADED = "overloaded"
-"""``ahp_gateway_rejected_requests_total`` reason for intercepts refused by ``limits.maxInflight``."""
+OVERLOADED = str(int(RpcCode.BACKEND_UNAVAILABLE))
+"""``ahp_gateway_rejected_requests_total`` code of intercepts refused by ``limits.maxInflight``
+(the front end answers -32003 for nothing else)."""
 
 
 class Gateway:

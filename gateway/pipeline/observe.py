@@ -100,11 +100,8 @@ class Observer:
             self.ledger.add(key)
             view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
             note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
-            started = time.perf_counter()
             failure = await route.upstream.observe(note, snap.observe_timeout)
-            self.telemetry.observe_delivered(
-                route.hook_id, failure.kind.value if failure else "ok", time.perf_counter() - started
-            )
+            self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok")
             if failure is not None:
                 log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
 

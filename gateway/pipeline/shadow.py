@@ -11,12 +11,12 @@ from typing import Any
 
 from gateway import _tasks
 from gateway.pipeline.call import call_upstream
-from gateway.pipeline.chain import expectation, fold, request
+from gateway.pipeline.chain import expectation, request
 from gateway.protocol.capabilities import remaining_continuations
 from gateway.routing.cel import Activation
 from gateway.runtime import Route, RuntimeConfig
 from gateway.settle.chain import ChainState
-from gateway.settle.ledger import StepOutcome, StepRecord, outcome_of
+from gateway.settle.ledger import outcome_of
 from gateway.settle.outcome import Failure
 from gateway.telemetry import Telemetry
 from gateway.upstream.base import Call
@@ -65,14 +65,10 @@ class Shadows:
     ) -> None:
         chain = ChainState.start(event, state, remaining_continuations(caps))
         req = request(snap, route, rid, version, event, caps, chain.wire_state())
-        started = time.perf_counter()
         call = Call(req, min(route.timeout, snap.deadline), activation, None)
         settled = await call_upstream(route, call, expectation(snap, req, chain), self.telemetry.circuit)
-        record = StepRecord(route.key, route.hook_id, route.upstream.kind, StepOutcome.NO_EFFECT, shadow=True)
-        record.latency = time.perf_counter() - started
-        fold(route, settled, chain, record)
         verdict = "error" if isinstance(settled, Failure) else outcome_of(settled.effects).value
-        self.telemetry.shadow(route.hook_id, verdict, record)
+        self.telemetry.shadow(route.hook_id, verdict)
         log.info("shadow %s verdict=%s event=%s", route.hook_id, verdict, event["id"])
 
     async def drain(self, deadline: float) -> None:
