@@ -36,6 +36,7 @@ from gateway.observability.metrics import Metrics
 from gateway.observability.sink import Observability
 from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
+from gateway.server.frontdoor import front_door
 from gateway.server.http import build_app
 from gateway.telemetry import Telemetry
 from gateway.upstream.http import ClientPool
@@ -141,7 +142,9 @@ class GatewayServer:
         self.readiness.config_loaded = True
         holder = self.holder
         cfg = self.loaded.config
-        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
+        app = build_app(
+            front_door(self.engine), cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes
+        )
         self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         engine = self.engine

@@ -10,14 +10,14 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from gateway.dispatch import Engine
+from gateway.server.frontdoor import Handler
 from gateway.upstream.http import read_bounded
 
 _JSON = "application/json"
 HARD_BODY_CAP = 64 * 1024 * 1024
 
 
-def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.Application:
+def build_app(engine: Handler, path: str, max_body: Callable[[], int]) -> web.Application:
     app = web.Application(client_max_size=HARD_BODY_CAP)
 
     async def handle(request: web.Request) -> web.StreamResponse:
