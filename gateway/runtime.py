@@ -249,4 +249,5 @@ def _upstream(
         cwd=Path(os.path.abspath(base / transport.cwd)) if transport.cwd else None,
         env=transport.env,
         max_line_bytes=loaded.config.limits.maxResponseBytes,
+        pool_size=transport.pool.size if transport.pool else 1,
     )

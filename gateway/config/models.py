@@ -186,6 +186,10 @@ class HttpTransport(Model):
         return v
 
 
+class StdioPool(Model):
+    size: int = Field(1, ge=1, le=64, description="Children of a persistent upstream, started on demand.")
+
+
 class StdioTransport(Model):
     type: Literal["stdio"]
     command: str = Field(min_length=1)
@@ -193,6 +197,13 @@ class StdioTransport(Model):
     lifecycle: Literal["persistent", "per_event"]
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    pool: StdioPool | None = Field(None, description="Gateway extension: several persistent children.")
+
+    @model_validator(mode="after")
+    def _pool_needs_persistent(self) -> StdioTransport:
+        if self.pool is not None and self.lifecycle != "persistent":
+            raise ValueError("pool applies to lifecycle: persistent only (per_event starts a child per message)")
+        return self
 
 
 class LocalTransport(Model):
