@@ -64,10 +64,18 @@ def manifest_result(cfg: GatewayConfig, served: list[str], observed: list[str], 
         {"path": "limits.maxContinuations", "reason": "set by the harness per request"},
         {"path": "toolPaths", "reason": "tool paths are whatever the harness reports"},
     ]
+    if "0.1" in cfg.protocolVersions:
+        gaps.append(
+            {
+                "path": "protocolVersions.0.1",
+                "reason": "protocolVersion 0.1 is accepted for hooks/intercept of tool.before with deny only; "
+                "0.1 observations and discovery are not served",
+            }
+        )
     manifest = {
         "events": events,
         "gaps": gaps,
-        "transports": ["http"],
+        "transports": ["http", "stdio"],
         "authentication": [],
         "toolPaths": [],
         "contentCategories": ["text"],

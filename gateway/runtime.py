@@ -29,6 +29,7 @@ from gateway.routing.cel import CelCompileError, Engine, Program
 from gateway.upstream.base import Upstream
 from gateway.upstream.http import ClientPool, HttpUpstream
 from gateway.upstream.stdio import StdioUpstream
+from gateway.upstream.v01 import versioned
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
         upstream = _upstream(hook, loaded, pool, engine, issues, at)
         if upstream is None:
             continue
+        upstream = versioned(hook, upstream)
         upstreams.append(upstream)
         gw = hook if isinstance(hook, GatewayBackend) else None
         if upstream.kind != "local":

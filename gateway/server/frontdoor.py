@@ -35,4 +35,4 @@ class _EngineHandler:
 def front_door(engine: Engine) -> Handler:
     """The engine behind the version bridge; the bridge reads the accepted versions from the
     snapshot each request runs on, so a reload that changes ``protocolVersions`` applies at once."""
-    return VersionBridge(_EngineHandler(engine), lambda: engine.holder.current.versions)
+    return VersionBridge(_EngineHandler(engine), lambda: engine.holder.current.versions, engine.telemetry.rejected)
