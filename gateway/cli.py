@@ -146,7 +146,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     channel = stdio.claim_stdout()  # first: nothing but responses may ever reach stdout
     loaded = _load_or_exit(args.config)
     try:
-        return stdio.run(loaded, channel, admin_port=args.admin_port)
+        return stdio.run(loaded, channel, admin_port=args.admin_port, per_event=args.per_event)
     except ConfigError as exc:
         _print_issues(exc.issues)
         return 1
@@ -244,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     stdio = sub.add_parser("stdio", help="serve AHP over stdin/stdout (one stdio backend for a harness)")
     stdio.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     stdio.add_argument("--admin-port", type=int, help="also serve /healthz /readyz /metrics on this port")
+    stdio.add_argument("--per-event", action="store_true", help="serve one message, then exit (no EOF needed)")
     stdio.set_defaults(func=cmd_stdio)
 
     check = sub.add_parser("check", help="validate a configuration and print the chain per event")

@@ -459,16 +459,21 @@ def sdk_backend(lifecycle: str) -> dict[str, Any]:
 
 @pytest.mark.spec("AHP-STDIO-001")
 @pytest.mark.parametrize("front", ["persistent", "per_event"])
-async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, front):
+async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, stub_factory, front):
     """The SDK's ``Hooks`` starts ``ahp-gateway stdio`` with its StdioTransport (minimal env) as
-    one backend; behind it the SDK's own stdio backend runs as a persistent and a per_event
-    upstream. A deny from it reaches the harness; a harmless call is not denied."""
+    one backend in both modes; behind it the SDK's own stdio backend runs as a persistent and a
+    per_event upstream. A deny from it reaches the harness; a harmless call is not denied; the
+    settled observations reach an upstream observer. The SDK's per_event transport keeps stdin
+    open after a notification, so the per_event registration passes ``--per-event``."""
     from tests.sdk_peers import harness
     from tests.sdk_peers import tool_before as sdk_tool_before
 
+    watcher = await stub_factory()
+    observer = hook("org.example.watch", watcher.url)
+    observer["subscriptions"] = [{"mode": "observe", "events": ["*"], "content": {"default": "body"}}]
     config = write_config(
         tmp_path,
-        [sdk_backend("persistent"), sdk_backend("per_event")],
+        [sdk_backend("persistent"), sdk_backend("per_event"), observer],
         limits={"deadlineMs": 15000},
     )
     registration = {
@@ -479,7 +484,8 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, front):
                 "transport": {
                     "type": "stdio",
                     "command": sys.executable,
-                    "args": ["-m", "gateway", "stdio", "--config", str(config)],
+                    "args": ["-m", "gateway", "stdio", "--config", str(config)]
+                    + (["--per-event"] if front == "per_event" else []),
                     "lifecycle": front,
                     "cwd": str(ROOT),
                 },
@@ -490,7 +496,8 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, front):
                         "timeoutMs": 18000,
                         "failurePolicy": "fail-closed",
                         "content": {"default": "body"},
-                    }
+                    },
+                    {"events": ["tool.before"], "mode": "observe", "content": {"default": "body"}},
                 ],
             }
         ],
@@ -502,3 +509,4 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, front):
     assert list(denied.accepted_responses)
     assert str(getattr(allowed.permission, "value", allowed.permission)) != "deny", allowed.diagnostics
     assert not allowed.diagnostics
+    await wait_for(lambda: {"call-1", "call-2"} <= {o["params"]["event"]["call"]["id"] for o in watcher.observed}, 20)

@@ -10,7 +10,9 @@ Requests are processed concurrently but answered in arrival order (§11.2 lets a
 by id, but it may keep only one intercept outstanding per persistent backend, so order costs
 nothing). Framing problems follow :mod:`gateway.server.ndjson`. At EOF (or SIGTERM) in-flight
 requests finish, queued observations are delivered, and the process exits 0, which is the
-``per_event`` lifecycle too: one message, EOF, one answer, exit 0.
+``per_event`` lifecycle too: one message, EOF, one answer, exit 0. ``--per-event`` stops reading
+after the first message without waiting for EOF, for harnesses that start a process per message
+but keep its stdin open (the SDK's per_event transport does so for notifications).
 """
 
 from __future__ import annotations
@@ -99,9 +101,10 @@ async def serve_lines(
     skipped: Callable[[str], None],
     stop: asyncio.Event | None = None,
     max_inflight: int = 64,
+    max_messages: int | None = None,
 ) -> None:
-    """Serve until EOF (or ``stop``): every line framed, requests handled concurrently, answers
-    written in arrival order. Returns once every answer is written."""
+    """Serve until EOF (or ``stop``, or ``max_messages`` messages): every line framed, requests
+    handled concurrently, answers written in arrival order. Returns once every answer is written."""
     splitter, framer = LineSplitter(limit), Framer(limit)
     order: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue()
     slots = asyncio.Semaphore(max_inflight)
@@ -124,10 +127,20 @@ async def serve_lines(
         while (item := await order.get()) is not None:
             payload = await item
             if payload is not None:
-                await write(payload + b"\n")
+                try:
+                    await write(payload + b"\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    log.info("the harness closed the gateway's stdout; stopping")
+                    return
+
+    messages = 0
 
     async def dispatch(frames: list[Forward | Answer | Skip]) -> None:
+        nonlocal messages
         for frame in frames:
+            if max_messages is not None and messages >= max_messages:
+                return  # per_event: whatever follows the one message is not read
+            messages += not isinstance(frame, Skip)
             if isinstance(frame, Skip):
                 skipped(frame.reason)
             elif isinstance(frame, Answer):
@@ -155,6 +168,8 @@ async def serve_lines(
                 break
             for line in splitter.feed(chunk):
                 await dispatch(framer.frame(line))
+            if max_messages is not None and messages >= max_messages:
+                break
         rest = splitter.finish()
         if rest is not None:
             await dispatch(framer.frame(rest))
@@ -206,7 +221,9 @@ async def open_output(fd: int) -> Write:
     return write_file
 
 
-async def serve(loaded: LoadedConfig, channel: int, *, admin_port: int | None = None, input_fd: int = 0) -> None:
+async def serve(
+    loaded: LoadedConfig, channel: int, *, admin_port: int | None = None, per_event: bool = False, input_fd: int = 0
+) -> None:
     """Build the same snapshot, engine, telemetry and decision log as ``serve``, answer stdin
     until EOF or SIGTERM, then drain and close everything."""
     loaded = for_stdio(loaded)
@@ -247,6 +264,7 @@ async def serve(loaded: LoadedConfig, channel: int, *, admin_port: int | None = 
             limit=cfg.limits.maxBodyBytes,
             skipped=skipped,
             stop=stop,
+            max_messages=1 if per_event else None,
         )
     finally:
         await drain(engine, cfg.shutdown.drainTimeoutSeconds)
@@ -269,6 +287,6 @@ async def drain(engine: Engine, timeout: float) -> None:
             await asyncio.wait_for(queue.join(), timeout)
 
 
-def run(loaded: LoadedConfig, channel: int, *, admin_port: int | None = None) -> int:
-    asyncio.run(serve(loaded, channel, admin_port=admin_port))
+def run(loaded: LoadedConfig, channel: int, *, admin_port: int | None = None, per_event: bool = False) -> int:
+    asyncio.run(serve(loaded, channel, admin_port=admin_port, per_event=per_event))
     return 0
