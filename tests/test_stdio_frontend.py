@@ -510,3 +510,50 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, stub_factory, fron
     assert str(getattr(allowed.permission, "value", allowed.permission)) != "deny", allowed.diagnostics
     assert not allowed.diagnostics
     await wait_for(lambda: {"call-1", "call-2"} <= {o["params"]["event"]["call"]["id"] for o in watcher.observed}, 20)
+
+
+async def test_a_harness_that_closes_stdout_stops_the_front_end(gateway_factory, stub_factory):
+    stub = await stub_factory()
+    gw = await gateway_factory(gateway_config([hook("org.example.up", stub.url)]))
+    written: list[bytes] = []
+
+    async def write(line: bytes) -> None:
+        if written:
+            raise BrokenPipeError
+        written.append(line)
+
+    data = b"".join(json.dumps(intercept(tool_before())).encode() + b"\n" for _ in range(600))
+    await asyncio.wait_for(
+        serve_lines(front_door(gw.engine), reader([data]), write, limit=LIMIT, skipped=lambda r: None, max_inflight=4),
+        30,
+    )
+    assert len(written) == 1
+
+
+async def test_per_event_flag_serves_exactly_one_message(tmp_path, stub_factory):
+    stub = await stub_factory()
+    config = write_config(tmp_path, [hook("org.example.up", stub.url)])
+    first, second = intercept(tool_before()), intercept(tool_before())
+    stdin = b"\n" + json.dumps(first).encode() + b"\n" + json.dumps(second).encode() + b"\n"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "stdio",
+        "--per-event",
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=child_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(stdin)  # stdin stays open: the gateway must not wait for EOF
+    await proc.stdin.drain()
+    out = await asyncio.wait_for(proc.stdout.read(), 30)
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [first["id"]]
+    assert [r["id"] for r in stub.received] == [first["id"]]
+    proc.stdin.close()

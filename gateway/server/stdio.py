@@ -106,7 +106,8 @@ async def serve_lines(
     """Serve until EOF (or ``stop``, or ``max_messages`` messages): every line framed, requests
     handled concurrently, answers written in arrival order. Returns once every answer is written."""
     splitter, framer = LineSplitter(limit), Framer(limit)
-    order: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue()
+    order: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue(4 * max_inflight)
+    """Answers in arrival order; bounded, so a harness that stops reading stops being read."""
     slots = asyncio.Semaphore(max_inflight)
     loop = asyncio.get_running_loop()
 
@@ -135,6 +136,18 @@ async def serve_lines(
 
     messages = 0
 
+    async def enqueue(item: asyncio.Future[bytes | None] | None) -> None:
+        """Queue an answer; wait while the queue is full, unless the writer has stopped."""
+        if writing.done():
+            return  # the harness closed stdout: nothing more can be answered
+        if not order.full():
+            order.put_nowait(item)
+            return
+        putting = asyncio.ensure_future(order.put(item))
+        await asyncio.wait({putting, writing}, return_when=asyncio.FIRST_COMPLETED)
+        if not putting.done():
+            putting.cancel()
+
     async def dispatch(frames: list[Forward | Answer | Skip]) -> None:
         nonlocal messages
         for frame in frames:
@@ -146,10 +159,10 @@ async def serve_lines(
             elif isinstance(frame, Answer):
                 done: asyncio.Future[bytes | None] = loop.create_future()
                 done.set_result(frame.body)
-                order.put_nowait(done)
+                await enqueue(done)
             else:
                 await slots.acquire()  # backpressure: at most max_inflight requests at once
-                order.put_nowait(asyncio.ensure_future(one(frame)))
+                await enqueue(asyncio.ensure_future(one(frame)))
 
     writing = asyncio.ensure_future(writer())
     stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
@@ -174,7 +187,7 @@ async def serve_lines(
         if rest is not None:
             await dispatch(framer.frame(rest))
         await dispatch(framer.close())
-        order.put_nowait(None)
+        await enqueue(None)
         await writing
     finally:
         if stopping is not None:

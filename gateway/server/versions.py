@@ -41,6 +41,8 @@ class VersionBridge:
         self.inner = inner
         self.versions = versions
         self._rejected = rejected
+        if v01.VERSION in versions():
+            v01.load()  # a tampered or missing 0.1 schema stops the start, not the first request
 
     async def handle(self, body: bytes, headers: Mapping[str, str] | None = None) -> tuple[int, bytes | None]:
         if not _maybe_v01(body) or v01.VERSION not in self.versions():
