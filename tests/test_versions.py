@@ -258,6 +258,8 @@ async def test_0_1_harness_gets_0_1_answers(bridged, http):
             None,
         ),
         (lambda m: m["params"]["event"].update(id="other"), -32602),
+        (lambda m: m["params"]["capabilities"].update(effects=["deny", "modify"]), -32602),
+        (lambda m: m.update(method="hooks/configuration", params={"protocolVersion": "0.1"}), -32601),
     ],
 )
 async def test_0_1_request_checks(bridged, http, mutate, code):
@@ -269,6 +271,23 @@ async def test_0_1_request_checks(bridged, http, mutate, code):
     else:
         assert body["error"]["code"] == code, body
         assert bridged.stub.received == []
+
+
+async def test_draft_fields_cannot_be_smuggled_through_a_0_1_request(bridged, http):
+    """Only what 0.1 defines is carried across: a pending ``state``, draft-only event fields and
+    extra tool fields in a 0.1 request never reach upstreams (they are unknown fields in 0.1)."""
+    request = v01_request("git push --force")
+    request["params"]["state"] = {"permission": "allow", "candidate": {"value": {"stdout": "x"}}}
+    event = request["params"]["event"]
+    event.update(call={"id": "spoofed"}, path="../elsewhere", harness={"name": "trusted", "version": "9"})
+    event["tool"].update(origin="mcp", mcp={"server": {"id": "s"}})
+    _, body = await post(http, bridged.url, request)
+    assert body["result"] == {"protocolVersion": "0.1", "effects": []}
+    sent = bridged.stub.received[-1]["params"]
+    assert sent.get("state") == {"permission": "none", "candidate": None}  # the gateway's own default
+    assert sent["event"]["call"] == {"id": event["tool"]["callId"]}
+    assert sent["event"]["path"] == v01.FILLED_PATH and sent["event"]["harness"] == v01.FILLED_HARNESS
+    assert sent["event"]["tool"]["origin"] == "native" and "mcp" not in sent["event"]["tool"]
 
 
 async def test_golden_0_1_id_mismatch_fixture_is_invalid_params(bridged, http):
