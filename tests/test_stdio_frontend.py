@@ -557,3 +557,33 @@ async def test_per_event_flag_serves_exactly_one_message(tmp_path, stub_factory)
     assert [json.loads(line)["id"] for line in out.splitlines()] == [first["id"]]
     assert [r["id"] for r in stub.received] == [first["id"]]
     proc.stdin.close()
+
+
+async def test_sigterm_finishes_and_exits_0_without_answering_a_partial_line(tmp_path, stub_factory):
+    import signal
+
+    stub = await stub_factory()
+    config = write_config(tmp_path, [hook("org.example.up", stub.url)])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "stdio",
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=child_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    request = intercept(tool_before())
+    proc.stdin.write(json.dumps(request).encode() + b"\n" + b'{"jsonrpc":"2.0","id":"partial"')
+    await proc.stdin.drain()
+    line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    assert json.loads(line)["id"] == request["id"]
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    assert await proc.stdout.read() == b""
+    proc.stdin.close()

@@ -11,8 +11,9 @@ into bounded lines; :class:`Framer` turns each line into what the front end must
   (multi-line JSON -32600, malformed JSON -32700, oversized or unterminated line -32600);
 - :class:`Skip`: nothing to answer (blank line, or no id could be found); the front end counts it.
 
-Finding an id in a broken frame uses a bracket/string tokenizer on at most :data:`SCAN_BYTES`
-bytes and accepts only a key ``"id"`` of the top-level object whose value is complete.
+Finding an id in a broken frame uses a bracket/string tokenizer (on at most :data:`SCAN_BYTES`
+bytes of an oversized line or fragment) and accepts only a key ``"id"`` of the top-level object
+whose value is complete.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class Framer:
             return Answer(error_line(rid, RpcCode.INVALID_REQUEST, UNTERMINATED))
         if message is not _BROKEN:
             return Forward(data, _id_of(message))
-        depth, rid = scan(data[:SCAN_BYTES])
+        depth, rid = scan(data)  # the whole line: its depth decides whether a fragment starts
         if depth > 0 and _starts_object(data):
             self._parts = [data]
             self._size = len(data) + 1

@@ -166,6 +166,7 @@ async def serve_lines(
 
     writing = asyncio.ensure_future(writer())
     stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    eof = False
     try:
         while True:
             reading = asyncio.ensure_future(read(CHUNK))
@@ -178,15 +179,17 @@ async def serve_lines(
                 break
             chunk = reading.result()
             if not chunk:
+                eof = True
                 break
             for line in splitter.feed(chunk):
                 await dispatch(framer.frame(line))
             if max_messages is not None and messages >= max_messages:
                 break
-        rest = splitter.finish()
-        if rest is not None:
-            await dispatch(framer.frame(rest))
-        await dispatch(framer.close())
+        if eof:  # a partial line at SIGTERM is not a message; at EOF it is an unterminated one
+            rest = splitter.finish()
+            if rest is not None:
+                await dispatch(framer.frame(rest))
+            await dispatch(framer.close())
         await enqueue(None)
         await writing
     finally:
