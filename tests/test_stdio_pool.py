@@ -199,6 +199,7 @@ async def test_restarts_back_off(gateway_factory, http, tmp_path):
     results = [await post(http, gw.url, intercept(tool_before("ls"))) for _ in range(30)]
     assert all(body["result"]["effects"] == [] for _, body in results)  # fail-open
     assert len(pids(starts)) < 30  # back-off: fewer children than requests
+    await wait_for(lambda: not any(alive(p) for p in pids(starts)), 10)  # none left running unowned
 
 
 # ------------------------------------------------------------------------------------------------

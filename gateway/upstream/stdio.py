@@ -120,7 +120,7 @@ class StdioUpstream:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    async def _spawn_process(self) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
             *self._argv,
             stdin=asyncio.subprocess.PIPE,
@@ -134,6 +134,20 @@ class StdioUpstream:
         assert proc.stderr is not None
         self._track(self._drain_stderr(proc.stderr, proc.pid), "stdio-stderr")
         return proc
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        """``_spawn_process``, but a child whose start is cancelled (a deadline) is killed once it exists
+        instead of being left running unowned."""
+        spawning = asyncio.ensure_future(self._spawn_process())
+        try:
+            return await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            spawning.add_done_callback(self._kill_started)
+            raise
+
+    def _kill_started(self, task: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self._kill(task.result())
 
     async def _drain_stderr(self, stream: asyncio.StreamReader, pid: int) -> None:
         """Diagnostics belong on stderr: log them bounded, and never let the pipe fill up."""
@@ -169,7 +183,7 @@ class StdioUpstream:
             if loop.time() + wait >= deadline:
                 raise _Restarting
             await asyncio.sleep(wait)
-        slot.proc = await self._spawn()
+        slot.proc = await self._start()
         return slot.proc
 
     def _failed(self, slot: _Slot) -> None:
@@ -258,7 +272,7 @@ class StdioUpstream:
         proc: asyncio.subprocess.Process | None = None
         try:
             async with asyncio.timeout(timeout):
-                proc = await self._spawn()
+                proc = await self._start()
                 assert proc.stdin is not None
                 proc.stdin.write(line)
                 await proc.stdin.drain()
@@ -293,7 +307,7 @@ class StdioUpstream:
             return outcome if isinstance(outcome, Failure) else None
         try:
             async with asyncio.timeout(timeout):
-                proc = await self._spawn()
+                proc = await self._start()
                 assert proc.stdin is not None
                 proc.stdin.write(line)
                 await proc.stdin.drain()
