@@ -290,9 +290,17 @@ async def test_draft_fields_cannot_be_smuggled_through_a_0_1_request(bridged, ht
     assert sent["event"]["tool"]["origin"] == "native" and "mcp" not in sent["event"]["tool"]
 
 
-async def test_golden_0_1_id_mismatch_fixture_is_invalid_params(bridged, http):
-    _, body = await post(http, bridged.url, fixture("http.intercept-request-id-mismatch.invalid"))
-    assert body["error"]["code"] == -32602
+@pytest.mark.parametrize("case_id", ["http.intercept-request.valid", "http.intercept-request-id-mismatch.invalid"])
+async def test_golden_0_1_request_fixtures_verbatim(bridged, http, case_id):
+    """The 0.1 request vectors byte for byte through the live HTTP front end."""
+    raw = (VECTORS / "ahp-spec" / CASES[case_id]["path"]).read_bytes()
+    _, body = await post(http, bridged.url, raw)
+    if CASES[case_id]["expectedValid"]:
+        assert v01.load().no_effect_response.ok(body), body
+        assert body["id"] == json.loads(raw)["id"]
+    else:
+        assert body["error"]["code"] == -32602
+        assert body["error"]["data"] == {"reason": "request id must equal params.event.id"}
 
 
 async def test_escaped_version_is_still_0_1_and_draft_mentioning_0_1_is_still_draft(bridged, http):
