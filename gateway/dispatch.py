@@ -62,6 +62,8 @@ class Engine:
         self._background: set[asyncio.Task[Any]] = set()
         self._breakers: dict[str, CircuitBreaker] = {}
         self._users: dict[int, int] = {}
+        self.uploads: Any = None
+        """The upload store of the gateway's receiver (gateway.uploads.store), when enabled."""
         self.sync_breakers(holder.current)
 
     def sync_breakers(self, snap: RuntimeConfig) -> None:
@@ -108,14 +110,16 @@ class Engine:
         """Requests still running on ``snap`` (a retired snapshot closes when this reaches 0)."""
         return self._users.get(id(snap), 0)
 
-    async def handle(self, body: bytes, headers: Mapping[str, str] | None = None) -> tuple[int, bytes | None]:
+    async def handle(
+        self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
+    ) -> tuple[int, bytes | None]:
         snap = self.holder.current  # read once: the whole request runs on this snapshot
         key = id(snap)
         users = self._users
         users[key] = users.get(key, 0) + 1
         self.telemetry.inflight(1)
         try:
-            return await self._handle(snap, body, headers)
+            return await self._handle(snap, body, headers, principal)
         finally:
             self.telemetry.inflight(-1)
             remaining = users[key] - 1
@@ -125,7 +129,11 @@ class Engine:
                 del users[key]
 
     async def _handle(
-        self, snap: RuntimeConfig, body: bytes, headers: Mapping[str, str] | None
+        self,
+        snap: RuntimeConfig,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None = None,
     ) -> tuple[int, bytes | None]:
         started = time.perf_counter()
         try:
@@ -171,7 +179,7 @@ class Engine:
                 return self._reject(
                     rid, RpcCode.INVALID_PARAMS, method, data={"reason": "request id must equal params.event.id"}
                 )
-            return await self._intercept(snap, rid, params, event, etype, body, headers or {}, started)
+            return await self._intercept(snap, rid, params, event, etype, body, headers or {}, started, principal)
         check = snap.schemas.capabilities_request if method == CAPABILITIES else snap.schemas.configuration_request
         if not check.ok(msg):
             where = check.explain(msg)
@@ -194,7 +202,13 @@ class Engine:
 
     # ------------------------------------------------------------------ intercept
     def _variables(
-        self, snap: RuntimeConfig, method: str, version: str, caps: Any, headers: Mapping[str, str]
+        self,
+        snap: RuntimeConfig,
+        method: str,
+        version: str,
+        caps: Any,
+        headers: Mapping[str, str],
+        principal: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         allowed = snap.header_allowlist
         exposed = {k.lower(): v for k, v in headers.items() if k.lower() in allowed} if allowed else {}
@@ -202,7 +216,7 @@ class Engine:
             "method": method,
             "protocolVersion": version,
             "capabilities": caps,
-            "principal": {},
+            "principal": principal or {},
             "headers": exposed,
         }
 
@@ -241,6 +255,7 @@ class Engine:
         body: bytes,
         headers: Mapping[str, str],
         started: float,
+        principal: Mapping[str, Any] | None = None,
     ) -> tuple[int, bytes]:
         version: str = params["protocolVersion"]
         decision = Decision(
@@ -250,13 +265,14 @@ class Engine:
             tool=event.get("tool", {}).get("name") if etype in ("tool.before", "tool.permission.request") else None,
         )
         decision.event = event
+        decision.principal = principal.get("name") if principal else None
         trace = self.telemetry.begin(headers, event)
         routes = snap.intercept_routes.get(etype, ())
         shadows = snap.shadow_routes.get(etype, ())
         variables: dict[str, Any] | None = None
         activation: Activation | None = None
         if etype in snap.activation_events:
-            variables = self._variables(snap, INTERCEPT, version, params["capabilities"], headers)
+            variables = self._variables(snap, INTERCEPT, version, params["capabilities"], headers, principal)
             activation = snap.cel.activation({**variables, "event": event}, maybe_nul=_NUL in body or b"\x00" in body)
         dropped: list[Route] = []
         if snap.uses_cel:

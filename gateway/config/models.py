@@ -122,7 +122,7 @@ class Subscription(Model):
     events: list[str] = Field(min_length=1)
     content: ContentSelection
     includeNative: bool = False
-    upload: dict[str, Any] | None = None
+    upload: UploadBinding | None = None
     filters: dict[str, Any] | None = None
     scope: Literal["managed", "project", "user"] | None = None
     disableable: bool | None = None
@@ -230,6 +230,27 @@ class OAuthAuth(Model):
 AnyAuth = Annotated[BearerAuth | OAuthAuth, Field(discriminator="type")]
 
 
+UPLOAD_ENDPOINT = (
+    r"^(?:https://|http://(?:localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])(?::[0-9]+)?(?:[/?#]|$))"
+)
+
+
+class UploadBinding(Model):
+    """A subscription's ``upload`` (content-upload.schema.json): the upstream's own receiver."""
+
+    endpoint: str = Field(pattern=UPLOAD_ENDPOINT, description="POSTed to exactly; https, or http to loopback.")
+    timeoutMs: int = Field(ge=1)
+    maxBytes: int = Field(ge=0)
+    auth: AnyAuth | None = Field(None, description="Independent binding; never inherits the event credentials.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _portable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("auth") is not None:
+            _guard_auth(data["auth"])
+        return data
+
+
 def _guard_auth(data: Any) -> Any:
     if isinstance(data, dict):
         literal = sorted(SECRET_FIELDS.intersection(data))
@@ -284,6 +305,71 @@ class RegistrationDocument(Model):
     hooks: list[Backend] = Field(min_length=1)
 
 
+class InboundBearer(Model):
+    """Harness tokens as SHA-256 hashes in a YAML/JSON file (a mounted Secret works), re-read on change."""
+
+    type: Literal["bearer"]
+    tokensFile: str = Field(min_length=1, description="List of {sha256, principal: {name, attributes}}.")
+
+
+class InboundOAuth(Model):
+    """The gateway as an OAuth protected resource: JWT access tokens from one issuer."""
+
+    type: Literal["oauth"]
+    issuer: str = Field(pattern=r"^https://")
+    audience: str = Field(pattern=r"^https://[^#\s]+$", description="The gateway's resource identifier (RFC 9728).")
+    requiredScopes: list[str] = Field(default_factory=list)
+    jwksUri: str | None = Field(None, pattern=r"^https://", description="Default: the issuer metadata's jwks_uri.")
+    clockSkewSeconds: float = Field(30.0, ge=0, le=300)
+    jwksRefetchSeconds: float = Field(30.0, ge=0, description="Least time between JWKS fetches for unknown kids.")
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"], min_length=1)
+    caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for the issuer.")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric(cls, v: list[str]) -> list[str]:
+        for alg in v:
+            if alg.startswith("HS") or alg.lower() == "none":
+                raise ValueError(f"algorithm {alg!r} is not allowed for access tokens (asymmetric only)")
+        return v
+
+
+class InboundNone(Model):
+    type: Literal["none"]
+
+
+InboundAuth = Annotated[InboundBearer | InboundOAuth | InboundNone, Field(discriminator="type")]
+
+
+class InboundTls(Model):
+    certFile: str = Field(min_length=1)
+    keyFile: str = Field(min_length=1)
+    clientCaFile: str | None = Field(None, description="Require client certificates signed by this CA (mTLS).")
+
+
+class Inbound(Model):
+    """Who may call the gateway (harness side)."""
+
+    auth: InboundAuth = Field(default_factory=lambda: InboundNone(type="none"))
+    allowUnauthenticated: bool = Field(False, description="Serve type none off loopback (a mesh authenticates).")
+    tls: InboundTls | None = None
+
+
+class UploadStorage(Model):
+    memoryBytes: int = Field(16 * 1024 * 1024, ge=0, description="Uploads held in memory, in total.")
+    spoolDir: str | None = Field(None, description="Directory for uploads beyond memoryBytes (none: refuse them).")
+    totalBytes: int = Field(256 * 1024 * 1024, ge=0, description="Memory and spool together.")
+    ttlSeconds: float = Field(600.0, gt=0, description="How long an upload stays referable.")
+
+
+class Uploads(Model):
+    """The gateway as an AHP upload receiver (protocol §13.2)."""
+
+    path: str = Field("/uploads", pattern=r"^/")
+    maxBytes: int = Field(10 * 1024 * 1024, ge=0)
+    storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
+
+
 class GatewayConfig(Model):
     id: str = Field(pattern=REVERSE_DNS)
     protocolVersions: list[str] = Field(default_factory=lambda: ["draft"], min_length=1)
@@ -301,6 +387,8 @@ class GatewayConfig(Model):
     tracing: TracingOptions = Field(default_factory=TracingOptions)  # type: ignore[arg-type]
     shutdown: ShutdownOptions = Field(default_factory=ShutdownOptions)  # type: ignore[arg-type]
     reload: ReloadOptions = Field(default_factory=ReloadOptions)  # type: ignore[arg-type]
+    inbound: Inbound = Field(default_factory=Inbound)  # type: ignore[arg-type]
+    uploads: Uploads | None = Field(None, description="Absent: no upload receiver; attachments become gaps.")
 
     @field_validator("protocolVersions")
     @classmethod
