@@ -61,6 +61,9 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
         f"fanout {cfg.fanout}, deadline {cfg.limits.deadlineMs} ms",
     ]
     lines.extend(f"warning: {warning}" for warning in loaded.warnings)
+    from gateway.inbound.gate import describe as describe_inbound
+
+    lines.append(describe_inbound(cfg))
 
     def describe(route: Route) -> str:
         when = " [when]" if route.when else ""
@@ -186,13 +189,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print("error: the event file must hold a JSON object", file=sys.stderr)
         return 1
     request = request_from(document, caps, snap)
-    for line in explain(snap, request):
+    from gateway.inbound.principal import parse_principal
+
+    try:
+        principal = parse_principal(args.principal) if args.principal else None
+    except ValueError as exc:
+        print(f"error: --principal: {exc}", file=sys.stderr)
+        return 1
+    for line in explain(snap, request, principal):
         print(line)
     if args.call:
 
         async def call() -> list[str]:
             try:
-                return await explain_call(snap, request)
+                return await explain_call(snap, request, principal)
             finally:
                 for upstream in snap.upstreams:
                     await upstream.aclose()
@@ -238,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
+    explain.add_argument("--principal", help='JSON {"name": ..., "attributes": {...}} or a file holding it')
     explain.set_defaults(func=cmd_explain)
 
     policy = sub.add_parser("policy", help="policy-as-code tools")

@@ -44,13 +44,13 @@ def _fmt(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def explain(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
+def explain(snap: RuntimeConfig, request: dict[str, Any], principal: dict[str, Any] | None = None) -> list[str]:
     params = request["params"]
     event = params["event"]
     etype = event.get("type", "?")
     lines = [f"event {etype} id={event.get('id')} source={event.get('source')}"]
     engine = Engine(RuntimeHolder(snap))
-    variables = engine._variables(snap, INTERCEPT, params["protocolVersion"], params["capabilities"], {})
+    variables = engine._variables(snap, INTERCEPT, params["protocolVersion"], params["capabilities"], {}, principal)
     activation = snap.cel.activation({**variables, "event": event})
     routes = snap.intercept_routes.get(etype, ()) + snap.shadow_routes.get(etype, ())
     if not routes:
@@ -96,10 +96,12 @@ class _Capture(NullTelemetry):
         self.decision = decision
 
 
-async def explain_call(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
+async def explain_call(
+    snap: RuntimeConfig, request: dict[str, Any], principal: dict[str, Any] | None = None
+) -> list[str]:
     capture = _Capture()
     engine = Engine(RuntimeHolder(snap), capture)
-    status, body = await engine.handle(wire.dumps(request), {})
+    status, body = await engine.handle(wire.dumps(request), {}, principal=principal)
     lines = ["calls (real upstreams):"]
     decision = capture.decision
     if decision is not None:

@@ -440,3 +440,43 @@ def test_symmetric_algorithms_are_a_config_error(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     with pytest.raises(ConfigError, match="asymmetric"):
         load(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# check and explain
+
+
+def test_check_refuses_an_unauthenticated_listener_off_loopback_and_says_how_callers_are_served(tmp_path, capsys):
+    from gateway.cli import main
+
+    path = tmp_path / "gateway.yaml"
+    cfg = gateway_config([hook("org.example.a", "http://127.0.0.1:9/")], listen={"host": "0.0.0.0", "port": 8080})
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(SystemExit):
+        main(["check", "--config", str(path)])
+    assert "inbound.auth" in capsys.readouterr().err
+    cfg["inbound"] = {"allowUnauthenticated": True}
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["check", "--config", str(path)]) == 0
+    assert "inbound: UNAUTHENTICATED" in capsys.readouterr().out
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}))
+    cfg["inbound"] = {"auth": {"type": "bearer", "tokensFile": "tokens.yaml"}}
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "inbound: bearer tokens from tokens.yaml" in out and sha(TOKEN_A) not in out
+
+
+def test_explain_with_a_principal_shows_the_tenant_route(tmp_path, capsys):
+    from gateway.cli import main
+
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(gateway_config(tenant_routes("http://127.0.0.1:9/", "http://127.0.0.1:10/"))))
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(tool_before()))
+    principal = '{"name": "team-b", "attributes": {"tenant": "b"}}'
+    assert main(["explain", "--config", str(path), "--event", str(event), "--principal", principal]) == 0
+    out = capsys.readouterr().out
+    assert "org.example.tenant-a#0 (http, fail-closed): subscription matches tool.before; not selected" in out
+    assert "org.example.tenant-b#0 (http, fail-closed): subscription matches tool.before; selected" in out
+    assert main(["explain", "--config", str(path), "--event", str(event), "--principal", "{bad"]) == 1

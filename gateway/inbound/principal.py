@@ -62,3 +62,21 @@ class Refusal:
 
     def __post_init__(self) -> None:
         assert self.reason in REASONS, self.reason
+
+
+def parse_principal(text: str) -> dict[str, Any]:
+    """``explain --principal``: inline JSON or a file with ``{name, attributes}``."""
+    import json
+    from pathlib import Path
+
+    source = text if text.lstrip().startswith("{") else Path(text).read_text(encoding="utf-8")
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or set(value) - {"name", "attributes"}:
+        raise ValueError('expected {"name": "...", "attributes": {...}}')
+    attributes = value.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise ValueError("attributes must be an object")
+    return {"name": value["name"], "attributes": attributes}
