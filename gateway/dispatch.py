@@ -63,7 +63,7 @@ class Engine:
         self._breakers: dict[str, CircuitBreaker] = {}
         self._users: dict[int, int] = {}
         self.uploads: Any = None
-        """The upload store of the gateway's receiver (gateway.uploads.store), when enabled."""
+        """Per-upstream re-upload (gateway.uploads.forward.Forwarder), when the receiver is enabled."""
         self.sync_breakers(holder.current)
 
     def sync_breakers(self, snap: RuntimeConfig) -> None:
@@ -303,8 +303,12 @@ class Engine:
         decision.parallel = use_parallel
         synthetic: tuple[str, str] | None = None
         called: list[Route] = []
+        refs = None  # per-upstream re-uploads, before the chain and inside its deadline (protocol §13.2)
+        if self.uploads is not None:
+            owner = principal.get("name", "") if principal else ""
+            refs = await self.uploads.prepare(snap.loaded, snap.slots, event, selected, owner, deadline)
         try:
-            run = _Run(snap, rid, version, caps, chain, deadline, variables, activation, decision, called, trace)
+            run = _Run(snap, rid, version, caps, chain, deadline, variables, activation, decision, called, trace, refs)
             synthetic = await (self._run_parallel if use_parallel else self._run_serial)(run, selected)
         finally:
             for route in called:
@@ -339,8 +343,9 @@ class Engine:
         event: dict[str, Any],
         caps: dict[str, Any],
         state: dict[str, Any],
+        refs: Any = None,
     ) -> dict[str, Any]:
-        view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
+        view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity, refs=refs)
         return {
             "jsonrpc": "2.0",
             "id": rid,
@@ -442,7 +447,9 @@ class Engine:
         chain, decision = run.chain, run.decision
         for index, route in enumerate(routes):
             step_caps = with_remaining(run.caps, chain.remaining)
-            request = self._request(run.snap, route, run.rid, run.version, chain.event, step_caps, chain.wire_state())
+            request = self._request(
+                run.snap, route, run.rid, run.version, chain.event, step_caps, chain.wire_state(), run.refs_for(route)
+            )
             now = loop.time()
             run.called.append(route)
             outcome = await self._call(
@@ -464,7 +471,10 @@ class Engine:
         chain, decision = run.chain, run.decision
         state = chain.wire_state()
         started = loop.time()
-        requests = [self._request(run.snap, r, run.rid, run.version, chain.event, run.caps, state) for r in routes]
+        requests = [
+            self._request(run.snap, r, run.rid, run.version, chain.event, run.caps, state, run.refs_for(r))
+            for r in routes
+        ]
         tasks = [
             asyncio.ensure_future(
                 self._call(r, req, min(r.timeout, run.deadline - started), run.variables, run.activation, run.trace)
@@ -655,6 +665,11 @@ class _Run:
     decision: Decision
     called: list[Route]
     trace: Any
+    refs: Mapping[str, Any] | None = None
+    """Per route key: harness ref -> that upstream's confirmed content reference."""
+
+    def refs_for(self, route: Route) -> Any:
+        return self.refs.get(route.key) if self.refs else None
 
 
 def _not_called(decision: Decision, routes: list[Route], outcome: StepOutcome) -> None:

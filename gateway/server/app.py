@@ -146,7 +146,7 @@ class GatewayServer:
         cfg = self.loaded.config
         metrics_ = self.observability.metrics if self.observability is not None else None
         self.guard = build_guard(cfg, self.loaded.base_dir, self.host, metrics_)
-        self.engine.uploads = self.guard.store
+        self.engine.uploads = self.guard.forwarder
         uploads = cfg.uploads.path if cfg.uploads is not None else None
         limit = lambda: holder.current.loaded.config.limits.maxBodyBytes  # noqa: E731
         app = build_app(self.engine, cfg.listen.path, limit, self.guard, uploads)

@@ -18,6 +18,7 @@ from aiohttp import web
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.oauth import WELL_KNOWN, metadata_path, resource_document
 from gateway.inbound.principal import Principal, Refusal
+from gateway.uploads.forward import Forwarder
 from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
 
 log = logging.getLogger("ahp_gateway")
@@ -54,9 +55,11 @@ class Guard:
         store: UploadStore | None = None,
         max_upload: int = 0,
         count_upload: Callable[[str], None] | None = None,
+        forwarder: Forwarder | None = None,
     ) -> None:
         self.gate = gate
         self.store = store
+        self.forwarder = forwarder
         self.max_upload = max_upload
         self._count = count_upload or (lambda outcome: None)
 
@@ -90,6 +93,8 @@ class Guard:
 
     async def aclose(self) -> None:
         await self.gate.aclose()
+        if self.forwarder is not None:
+            await self.forwarder.aclose()
         if self.store is not None:
             self.store.close()
 
@@ -186,6 +191,7 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
     on_refusal = None
     on_bytes = None
     count = None
+    on_outcome = None
     if metrics is not None:
         for reason in REASONS:
             metrics.child(metrics.auth_failures, reason)
@@ -199,12 +205,17 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
         def count(outcome: str) -> None:
             metrics.child(metrics.uploads, outcome).inc()
 
+        def on_outcome(hook: str, outcome: str) -> None:
+            metrics.child(metrics.upstream_uploads, hook, outcome).inc()
+
     gate = Gate(cfg, base, on_refusal=on_refusal)
     store = None
+    forwarder = None
     limit = 0
     if cfg.uploads is not None:
         store = UploadStore(cfg.uploads.storage, base, on_bytes=on_bytes)
+        forwarder = Forwarder(store, on_outcome)
         limit = cfg.uploads.maxBytes
     line = describe(cfg)
     (log.warning if "UNAUTHENTICATED" in line else log.info)("%s", line)
-    return Guard(gate, store, limit, count)
+    return Guard(gate, store, limit, count, forwarder)
