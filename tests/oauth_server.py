@@ -16,6 +16,7 @@ import trustme
 from aiohttp import web
 from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Payload, OAuth2Request
 from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
+from authlib.oauth2.rfc7523 import JWTBearerClientAssertion
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from joserfc import jwt
@@ -60,6 +61,8 @@ class Client(ClientMixin):  # type: ignore[misc]
     resources: tuple[str, ...]
     scopes: tuple[str, ...] = ("ahp.hooks", "ahp.upload")
     auth_methods: tuple[str, ...] = ("client_secret_basic", "client_secret_post")
+    public_key: Any = None
+    """For private_key_jwt: the client's public JWK."""
 
     def get_client_id(self) -> str:
         return self.client_id
@@ -75,6 +78,34 @@ class Client(ClientMixin):  # type: ignore[misc]
 
     def check_grant_type(self, grant_type: str) -> bool:
         return grant_type == "client_credentials"
+
+
+class _ClientCredentials(ClientCredentialsGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "private_key_jwt"]
+
+
+class _PrivateKeyJwt(JWTBearerClientAssertion):  # type: ignore[misc]
+    """RFC 7523 client authentication: assertions signed by the client's registered key, for
+    this token endpoint, each ``jti`` accepted once."""
+
+    CLIENT_AUTH_METHOD = "private_key_jwt"
+
+    def __init__(self, owner: LoopbackAuthServer) -> None:
+        super().__init__(validate_jti=True)
+        self.owner = owner
+        self.seen: set[str] = set()
+
+    def get_audiences(self) -> list[str]:
+        return [self.owner.issuer + "/token"]
+
+    def validate_jti(self, claims: Any, jti: str) -> bool:
+        if jti in self.seen:
+            return False
+        self.seen.add(jti)
+        return True
+
+    def resolve_client_public_key(self, client: Any) -> Any:
+        return client.public_key
 
 
 class _Generator(JWTBearerTokenGenerator):  # type: ignore[misc]
@@ -113,6 +144,7 @@ class LoopbackAuthServer:
     token_requests: list[dict[str, str]] = field(default_factory=list)
     token_headers: list[dict[str, str]] = field(default_factory=list)
     extra_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    token_answers: list[int] = field(default_factory=list)
     runner: web.AppRunner | None = None
 
     def rotate(self, kid: str) -> ECKey:
@@ -137,8 +169,9 @@ class LoopbackAuthServer:
         server = AuthorizationServer(scopes_supported=["ahp.hooks", "ahp.upload"])
         server.query_client = self.clients.get
         server.save_token = lambda token, request: None
-        server.register_grant(ClientCredentialsGrant)
+        server.register_grant(_ClientCredentials)
         server.register_token_generator("default", _Generator(self))
+        server.register_client_auth_method("private_key_jwt", _PrivateKeyJwt(self))
 
         def respond(status: int, body: Any, headers: Any) -> web.Response:
             extra = {k: v for k, v in dict(headers).items() if k.lower() != "content-type"}
@@ -156,8 +189,13 @@ class LoopbackAuthServer:
                     "token_endpoint": self.issuer + "/token",
                     "jwks_uri": self.issuer + "/jwks",
                     "grant_types_supported": ["client_credentials"],
-                    "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                    "token_endpoint_auth_methods_supported": [
+                        "client_secret_basic",
+                        "client_secret_post",
+                        "private_key_jwt",
+                    ],
                     "response_types_supported": ["token"],
+                    "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
                 }
             )
             meta.validate()
@@ -180,6 +218,7 @@ class LoopbackAuthServer:
             self.current_resource = resource
             oauth_request = _Request("POST", str(request.url), request.headers, form)
             result: web.Response = server.create_token_response(oauth_request)
+            self.token_answers.append(result.status)
             return result
 
         app.router.add_get("/.well-known/oauth-authorization-server", metadata)

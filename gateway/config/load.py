@@ -231,7 +231,10 @@ def _semantic(
                     (*at, "authentication", "flow"),
                     "authorization_code_pkce needs an interactive user; a gateway supports client_credentials",
                 )
-            elif not hook.authentication.clientSecretRef:
+            elif (
+                not hook.authentication.clientSecretRef
+                and hook.authentication.tokenEndpointAuthMethod != "private_key_jwt"
+            ):
                 issue((*at, "authentication"), "client_credentials requires clientSecretRef")
         for sub_index, sub in enumerate(hook.subscriptions):
             sat = (*at, "subscriptions", sub_index)

@@ -217,6 +217,10 @@ class BearerAuth(Model):
         return self
 
 
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)$"
+TOKEN_AUTH_METHODS = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
+
+
 class OAuthAuth(Model):
     type: Literal["oauth"]
     resource: str = Field(min_length=1)
@@ -225,6 +229,18 @@ class OAuthAuth(Model):
     clientSecretRef: str | None = Field(None, min_length=1)
     flow: Literal["authorization_code_pkce", "client_credentials"]
     scopes: list[str] = Field(default_factory=list)
+    tokenEndpointAuthMethod: TOKEN_AUTH_METHODS = Field(
+        "client_secret_basic", description="Gateway extension: how the client authenticates to the token endpoint."
+    )
+    privateKeyRef: str | None = Field(
+        None, pattern=SECRET_REF, description="Gateway extension: PEM or JWK private key for private_key_jwt."
+    )
+
+    @model_validator(mode="after")
+    def _key_for_method(self) -> OAuthAuth:
+        if self.tokenEndpointAuthMethod == "private_key_jwt" and self.privateKeyRef is None:
+            raise ValueError("private_key_jwt needs privateKeyRef (env:NAME or file:/path)")
+        return self
 
 
 AnyAuth = Annotated[BearerAuth | OAuthAuth, Field(discriminator="type")]
@@ -370,6 +386,47 @@ class Uploads(Model):
     storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
 
 
+class TrustedIssuer(Model):
+    """An authorization server the gateway may use for upstreams discovered via RFC 9728."""
+
+    issuer: str = Field(pattern=r"^https://")
+    clientId: str = Field(min_length=1)
+    clientSecretRef: str | None = Field(None, pattern=SECRET_REF)
+    scopes: list[str] = Field(default_factory=list, description="The only scopes ever requested from this issuer.")
+    tokenEndpointAuthMethod: TOKEN_AUTH_METHODS = "client_secret_basic"
+    privateKeyRef: str | None = Field(None, pattern=SECRET_REF)
+    caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this issuer.")
+
+    @model_validator(mode="after")
+    def _credential(self) -> TrustedIssuer:
+        if self.tokenEndpointAuthMethod == "private_key_jwt":
+            if self.privateKeyRef is None:
+                raise ValueError("private_key_jwt needs privateKeyRef")
+        elif self.clientSecretRef is None:
+            raise ValueError(f"{self.tokenEndpointAuthMethod} needs clientSecretRef")
+        return self
+
+
+class DiscoveryPolicy(Model):
+    """Destination policy for URLs learnt from upstreams (resource metadata, authorization servers)."""
+
+    allowAddresses: list[str] = Field(
+        default_factory=list, description="IPs/CIDRs allowed although loopback, private or link-local."
+    )
+
+    @field_validator("allowAddresses")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in v:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR") from None
+        return v
+
+
 class GatewayConfig(Model):
     id: str = Field(pattern=REVERSE_DNS)
     protocolVersions: list[str] = Field(default_factory=lambda: ["draft"], min_length=1)
@@ -389,6 +446,8 @@ class GatewayConfig(Model):
     reload: ReloadOptions = Field(default_factory=ReloadOptions)  # type: ignore[arg-type]
     inbound: Inbound = Field(default_factory=Inbound)  # type: ignore[arg-type]
     uploads: Uploads | None = Field(None, description="Absent: no upload receiver; attachments become gaps.")
+    trustedIssuers: list[TrustedIssuer] = Field(default_factory=list)
+    discovery: DiscoveryPolicy = Field(default_factory=DiscoveryPolicy)
 
     @field_validator("protocolVersions")
     @classmethod
