@@ -16,8 +16,8 @@ from aiohttp import web
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 
-from gateway.credentials.discovery import DestinationPolicy, metadata_candidates, resource_matches
 from gateway.credentials.bearer import CredentialUnavailable
+from gateway.credentials.discovery import DestinationPolicy, metadata_candidates, resource_matches
 from tests.conftest import gateway_config, intercept, post, result, tool_before
 from tests.oauth_server import Client, LoopbackAuthServer, start_auth_server
 

@@ -108,6 +108,11 @@ class DiscoveredAuth:
     ) -> None:
         self.url = url
         self._trusted = {entry.issuer.rstrip("/"): entry for entry in trusted}
+        self._cas = {
+            issuer: str(Path(os.path.abspath(base / entry.caFile)))
+            for issuer, entry in self._trusted.items()
+            if entry.caFile
+        }
         self._base = base
         self._pool = pool
         self._policy = policy
@@ -182,7 +187,7 @@ class DiscoveredAuth:
         scopes = list(entry.scopes)
         if isinstance(supported, list):
             scopes = [s for s in scopes if s in supported]
-        ca = str(Path(os.path.abspath(self._base / entry.caFile))) if entry.caFile else None
+        ca = self._cas.get(entry.issuer.rstrip("/"))
         return ClientCredentials.from_config(
             entry, self._base, self._pool, ca, resource=resource, scopes=scopes, endpoint_check=self._policy.check
         )
