@@ -5,6 +5,7 @@ redirect, no downgrade for explicit bindings, and OAuth client authentication by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import ssl
 from pathlib import Path
@@ -38,6 +39,8 @@ class Resource:
         self.redirects: dict[str, str] = {}
         self.runner: web.AppRunner | None = None
         self.ca_file = ""
+        self.uploads: list[dict[str, str]] = []
+        self.last_event: Any = None
 
     def valid(self, header: str | None) -> bool:
         if not header or not header.startswith("Bearer "):
@@ -51,6 +54,7 @@ class Resource:
     async def intercept(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.received.append(dict(request.headers))
+        self.last_event = body["params"]["event"]
         if not self.valid(request.headers.get("Authorization")):
             challenge = (
                 self.challenge
@@ -59,6 +63,22 @@ class Resource:
             )
             return web.Response(status=401, headers={"WWW-Authenticate": challenge} if challenge else {})
         return web.json_response(result(body, []))
+
+    async def upload(self, request: web.Request) -> web.StreamResponse:
+        data = await request.read()
+        self.uploads.append(dict(request.headers))
+        header = request.headers.get("Authorization")
+        upload_url = self.base + "/upload"
+        try:
+            token = jwt.decode((header or "")[7:], KeySet(list(self.auth.keys)), algorithms=["ES256"])
+            ok = token.claims.get("aud") == upload_url
+        except Exception:
+            ok = False
+        if not ok:
+            challenge = f'Bearer resource_metadata="{self.base}/.well-known/oauth-protected-resource/upload"'
+            return web.Response(status=401, headers={"WWW-Authenticate": challenge})
+        digest = hashlib.sha256(data).hexdigest()
+        return web.json_response({"ref": "res-upload-1", "size": len(data), "sha256": digest}, status=201)
 
     async def metadata(self, request: web.Request) -> web.StreamResponse:
         self.metadata_hits.append(request.path)
@@ -88,6 +108,7 @@ async def resource(auth_server: LoopbackAuthServer, tmp_path: Path) -> Any:
     ca.issue_cert("127.0.0.1").configure_cert(context)
     app = web.Application()
     app.router.add_post("/ahp", res.intercept)
+    app.router.add_post("/upload", res.upload)
     app.router.add_get("/.well-known/{tail:.*}", res.metadata)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -332,3 +353,41 @@ async def test_client_authentication_methods(
         claims = jwt.decode(form["client_assertion"], ECKey.import_key(key.as_dict(private=False))).claims
         assert claims["iss"] == claims["sub"] == "gateway" and claims["aud"] == auth_server.issuer + "/token"
     assert json.dumps(auth_server.token_requests).count(SECRET) == (1 if method == "client_secret_post" else 0)
+
+
+async def test_an_upload_endpoint_without_auth_discovers_its_own_token(
+    gateway_factory, resource, auth_server, http, monkeypatch
+):
+    from tests.test_uploads import PNG, image_part, model_request
+
+    monkeypatch.setenv("DISCOVERY_SECRET", SECRET)
+    upload_url = resource.base + "/upload"
+    resource.documents["/.well-known/oauth-protected-resource/upload"] = {
+        "resource": upload_url,
+        "authorization_servers": [auth_server.issuer],
+        "scopes_supported": ["ahp.hooks"],
+    }
+    auth_server.clients["gateway"] = Client("gateway", SECRET, (resource.url, upload_url))
+    entry = upstream_hook(resource)
+    entry["subscriptions"][0]["events"] = ["model.request.before"]
+    entry["subscriptions"][0]["upload"] = {"endpoint": upload_url, "timeoutMs": 3000, "maxBytes": 65536}
+    cfg = gateway_config(
+        [entry],
+        trustedIssuers=[trusted(auth_server)],
+        discovery={"allowAddresses": ["127.0.0.1"]},
+        uploads={"maxBytes": 65536},
+        limits={"deadlineMs": 5000, "maxBodyBytes": 1048576},
+        frontend={"timeoutMs": 6000},
+    )
+    gw = await gateway_factory(cfg)
+    headers = {"Content-Type": "application/octet-stream", "AHP-Content-SHA256": hashlib.sha256(PNG).hexdigest()}
+    async with http.post(gw.url.rstrip("/") + "/uploads", data=PNG, headers=headers) as r:
+        receipt = await r.json()
+    _, body = await post(http, gw.url, intercept(model_request(receipt["ref"])))
+    assert body["result"]["effects"] == [], body
+    assert [r["resource"] for r in auth_server.token_requests] == [upload_url, resource.url], (
+        "the upload endpoint and the event endpoint each got a token for exactly their own resource"
+    )
+    assert ["Authorization" in h for h in resource.uploads] == [False, True]
+    assert resource.uploads[1]["Authorization"] != resource.received[-1]["Authorization"]
+    assert image_part(json.loads(json.dumps(resource.last_event)))["body"] == {"ref": "res-upload-1"}

@@ -30,6 +30,7 @@ import orjson
 from gateway.config.load import LoadedConfig
 from gateway.config.models import GatewayBackend, UploadBinding
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
+from gateway.credentials.discovery import discovered_authorizer
 from gateway.credentials.oauth import ClientCredentials
 from gateway.protocol.content import attachment_bodies
 from gateway.uploads.store import Stored, UploadStore
@@ -88,14 +89,16 @@ class Forwarder:
             ca_path = str(Path(os.path.abspath(loaded.base_dir / ca))) if ca else None
             for index, sub in enumerate(hook.subscriptions):
                 if sub.upload is not None:
-                    out[f"{hook.id}#{index}"] = self._target(hook.id, sub.upload, loaded.base_dir, ca_path)
+                    out[f"{hook.id}#{index}"] = self._target(hook.id, sub.upload, loaded, ca_path)
         self._targets = {id(loaded): (loaded, out)}  # the previous snapshot's cache is dropped
         return out
 
-    def _target(self, hook_id: str, upload: UploadBinding, base: Path, ca: str | None) -> UploadTarget:
+    def _target(self, hook_id: str, upload: UploadBinding, loaded: LoadedConfig, ca: str | None) -> UploadTarget:
+        base = loaded.base_dir
         auth = upload.auth
-        authorizer: Any = None
-        credential = "none"
+        # absent upload.auth: no credential, RFC 9728 discovery on a 401 (never the event binding)
+        authorizer: Any = discovered_authorizer(upload.endpoint, loaded, self, ca) if auth is None else None
+        credential = "none" if authorizer is None else "discovered"
         if auth is not None and auth.type == "bearer":
             authorizer = BearerToken.from_config(auth.tokenEnv, auth.tokenRef, base)
             credential = "bearer:" + authorizer.describe()
@@ -120,21 +123,9 @@ class Forwarder:
         if budget <= 0:
             raise _Failed("timeout")
         data = self.store.read(stored)
-        headers = {"Content-Type": "application/octet-stream", DIGEST_HEADER: stored.sha256}
         try:
             async with asyncio.timeout(min(budget, target.timeout)):
-                if target.authorizer is not None:
-                    headers["Authorization"] = await target.authorizer.authorization()
-                async with self.session.post(
-                    target.endpoint, data=data, headers=headers, allow_redirects=False, ssl=target.ssl
-                ) as response:
-                    if response.status in (401, 403):
-                        if response.status == 401 and hasattr(target.authorizer, "invalidate"):
-                            target.authorizer.invalidate()
-                        raise _Failed("auth")
-                    if response.status != 201 or response.content_type != "application/json":
-                        raise _Failed("status")  # 202/204 are not a confirmation
-                    body = await response.content.read(MAX_RECEIPT + 1)
+                body = await self._post(target, stored, data, retried=False)
         except CredentialUnavailable:
             raise _Failed("auth") from None
         except TimeoutError:
@@ -148,6 +139,28 @@ class Forwarder:
         while len(self._confirmed) > REUSE_ENTRIES:
             self._confirmed.popitem(last=False)
         return ref
+
+    async def _post(self, target: UploadTarget, stored: Stored, data: bytes, *, retried: bool) -> bytes:
+        headers = {"Content-Type": "application/octet-stream", DIGEST_HEADER: stored.sha256}
+        if target.authorizer is not None:
+            value = await target.authorizer.authorization()
+            if value:  # None: a discovered binding before its first 401
+                headers["Authorization"] = value
+        async with self.session.post(
+            target.endpoint, data=data, headers=headers, allow_redirects=False, ssl=target.ssl
+        ) as response:
+            if response.status == 401 and not retried and hasattr(target.authorizer, "on_unauthorized"):
+                challenge = response.headers.get("WWW-Authenticate")
+                response.release()
+                if await target.authorizer.on_unauthorized(challenge):
+                    return await self._post(target, stored, data, retried=True)
+            if response.status in (401, 403):
+                if response.status == 401 and hasattr(target.authorizer, "invalidate"):
+                    target.authorizer.invalidate()
+                raise _Failed("auth")
+            if response.status != 201 or response.content_type != "application/json":
+                raise _Failed("status")  # 202/204 are not a confirmation
+            return await response.content.read(MAX_RECEIPT + 1)
 
     async def _one(self, target: UploadTarget, stored: Stored, budget: float) -> str | None:
         try:
