@@ -55,7 +55,7 @@ class Engine:
         cfg = holder.current.loaded.config.observe
         # Queued observations keep the raw body (a few KB) rather than the parsed event (several
         # times larger as Python objects): a full queue must not dominate a worker's memory.
-        self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes]] = asyncio.Queue(cfg.queueSize)
+        self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes, Mapping[str, Any] | None]] = asyncio.Queue(cfg.queueSize)
         self._delivered = DeliveryLedger(cfg.dedupEntries, cfg.dedupTtlSeconds, time.monotonic)
         self._workers: list[asyncio.Task[None]] = []
         self._worker_count = cfg.workers
@@ -154,7 +154,7 @@ class Engine:
         if method == OBSERVE:
             if has_id:
                 return self._reject(rid, RpcCode.INVALID_REQUEST, OBSERVE, message="hooks/observe is a notification")
-            self._accept_observation(snap, msg, params, body)
+            self._accept_observation(snap, msg, params, body, principal)
             return ACCEPTED, None
         if method not in REQUEST_METHODS:
             return (ACCEPTED, None) if not has_id else self._reject(rid, RpcCode.METHOD_NOT_FOUND, "other")
@@ -593,7 +593,12 @@ class Engine:
 
     # ------------------------------------------------------------------ observe
     def _accept_observation(
-        self, snap: RuntimeConfig, msg: dict[str, Any], params: dict[str, Any], body: bytes
+        self,
+        snap: RuntimeConfig,
+        msg: dict[str, Any],
+        params: dict[str, Any],
+        body: bytes,
+        principal: Mapping[str, Any] | None = None,
     ) -> None:
         if params.get("protocolVersion") not in snap.versions or not snap.schemas.observe_notification.ok(msg):
             self.telemetry.observe_received("invalid")
@@ -603,7 +608,7 @@ class Engine:
             self.telemetry.observe_received("unrouted")
             return
         try:
-            self._queue.put_nowait((snap, body))
+            self._queue.put_nowait((snap, body, principal))
         except asyncio.QueueFull:
             self.telemetry.observe_dropped("queue_full")
             return
@@ -612,10 +617,10 @@ class Engine:
 
     async def _observe_worker(self) -> None:
         while True:
-            snap, body = await self._queue.get()
+            snap, body, principal = await self._queue.get()
             try:
                 params = wire.loads(body)["params"]
-                await self._deliver(snap, params["event"], params["protocolVersion"])
+                await self._deliver(snap, params["event"], params["protocolVersion"], principal)
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let one bad delivery stop the worker
@@ -624,22 +629,37 @@ class Engine:
                 self._queue.task_done()
                 self.telemetry.observe_queue(self._queue.qsize())
 
-    async def _deliver(self, snap: RuntimeConfig, event: dict[str, Any], version: str) -> None:
+    async def _deliver(
+        self, snap: RuntimeConfig, event: dict[str, Any], version: str, principal: Mapping[str, Any] | None = None
+    ) -> None:
         """Forward to observe subscriptions and to intercept subscriptions this gateway did not
         call for this event id (protocol §8.3), once per (event, subscription)."""
         routes = snap.observe_routes.get(event["type"], ())
         activation = None
         if snap.uses_cel:
-            variables = self._variables(snap, OBSERVE, version, {}, {})
+            variables = self._variables(snap, OBSERVE, version, {}, {}, principal)
             activation = snap.cel.activation({**variables, "event": event})
             routes = tuple(self._routed(routes, activation, count=False)[0])
         ident = (event["source"], event["id"])
-        for route in routes:
+        pending = [route for route in routes if (*ident, route.key) not in self._delivered]
+        refs = None  # uploads finish before the observation is published (protocol §13.2)
+        if self.uploads is not None and pending:
+            owner = principal.get("name", "") if principal else ""
+            deadline = asyncio.get_running_loop().time() + snap.observe_timeout
+            refs = await self.uploads.prepare(snap.loaded, snap.slots, event, pending, owner, deadline)
+        for route in pending:
             key = (*ident, route.key)
             if key in self._delivered:
                 continue
             self._delivered.add(key)
-            view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
+            view = project(
+                event,
+                snap.slots,
+                route.selection,
+                route.include_native,
+                identity=route.identity,
+                refs=refs.get(route.key) if refs else None,
+            )
             note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
             started = time.perf_counter()
             failure = await route.upstream.observe(note, snap.observe_timeout)

@@ -451,3 +451,51 @@ def test_manifest_advertises_the_upload_limit(tmp_path):
     assert all(g["path"] != "items.body" for g in snap.manifest["gaps"])
     assert "upload" not in json.dumps(snap.configuration), "SDK harnesses skip a backend whose answer carries upload"
     copy.deepcopy(snap.manifest)
+
+
+async def test_observations_get_their_own_refs_and_tenant_routing(
+    gateway_factory, stub_factory, receiver_factory, http, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("A_UPLOAD_TOKEN", UPLOAD_TOKEN)
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {"tenant": "a"}), (TOKEN_B, "team-b", {"tenant": "b"}))
+    observer = await stub_factory()
+    receiver = await receiver_factory()
+    entry = {
+        "id": "org.example.observer",
+        "transport": {"type": "http", "url": observer.url},
+        "when": 'principal.attributes.tenant == "a"',
+        "subscriptions": [
+            {
+                "mode": "observe",
+                "events": ["model.*"],
+                "content": {"default": "body"},
+                "upload": {
+                    "endpoint": receiver.url,
+                    "timeoutMs": 1000,
+                    "maxBytes": 65536,
+                    "auth": {"type": "bearer", "tokenEnv": "A_UPLOAD_TOKEN"},
+                },
+            }
+        ],
+    }
+    gw = await gateway_factory(
+        gateway_config(
+            [entry], inbound={"auth": {"type": "bearer", "tokensFile": "tokens.yaml"}}, uploads={"maxBytes": 8192}
+        )
+    )
+    for token in (TOKEN_B, TOKEN_A):  # tenant b is not routed to this observer
+        _, receipt = await upload(http, gw, PNG, token=token)
+        note = {
+            "jsonrpc": "2.0",
+            "method": "hooks/observe",
+            "params": {"protocolVersion": "draft", "event": model_request(receipt["ref"] + token[-4:])},
+        }
+        note["params"]["event"]["items"][0]["parts"][1]["body"]["ref"] = receipt["ref"]
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+        async with http.post(gw.url, data=json.dumps(note), headers=headers) as r:
+            assert r.status == 202
+    assert gw.engine is not None
+    await asyncio.wait_for(gw.engine._queue.join(), 5)  # both observations fully handled
+    assert len(observer.observed) == 1
+    assert image_part(observer.observed[0]["params"]["event"])["body"] == {"ref": "urn:receiver:1"}
+    assert len(receiver.requests) == 1
