@@ -496,3 +496,18 @@ def test_the_readme_tenant_example_is_a_valid_configuration() -> None:
     for entry in cfg.hooks or []:
         if entry.when:
             engine.compile(entry.when, entry.id)
+
+
+async def test_an_unreachable_issuer_is_not_asked_again_for_every_caller(
+    gateway_factory, stub_factory, http, auth_server
+):
+    upstream = await stub_factory()
+    inbound = oauth_inbound(auth_server, jwksRefetchSeconds=3600)
+    inbound["auth"]["jwksUri"] = auth_server.issuer + "/missing-jwks"
+    gw = await gateway_factory(gateway_config([hook("org.example.a", upstream.url)], inbound=inbound))
+    token = auth_server.mint(auth_server.claims(AUDIENCE))
+    for _ in range(5):
+        status, _, _ = await send(http, gw.url, intercept(tool_before()), {"Authorization": "Bearer " + token})
+        assert status == 401
+    assert gw.guard is not None and gw.guard.gate.jwt is not None
+    assert gw.guard.gate.jwt.attempts == 1

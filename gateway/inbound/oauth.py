@@ -78,6 +78,7 @@ class JwtAuthenticator:
         self._lock = asyncio.Lock()
         self._session: aiohttp.ClientSession | None = None
         self.fetches = 0
+        self.attempts = 0
         challenge = f'Bearer resource_metadata="{metadata_url(cfg.audience)}"'
         self._challenge = challenge
         self._invalid = challenge + ', error="invalid_token"'
@@ -126,7 +127,10 @@ class JwtAuthenticator:
             now = time.monotonic()
             if self._keys is not None and (not forced or now - self._fetched_at < self.cfg.jwksRefetchSeconds):
                 return self._keys
+            if self._keys is None and now - self._fetched_at < min(self.cfg.jwksRefetchSeconds, 5.0):
+                return None  # the issuer just failed: unauthenticated callers must not drive a fetch storm
             self._fetched_at = now
+            self.attempts += 1
             try:
                 uri = await self._discover_jwks()
                 data = await self._get_json(uri)
