@@ -186,8 +186,11 @@ async def test_tokens_file_rotation_applies_without_restart(bearer_gateway, http
         await asyncio.sleep(0.05)
     assert await status_for(TOKEN_A) == 401, "the removed token is revoked"
     (tmp_path / "tokens.yaml").write_text("- {sha256: NOT-HEX, principal: {name: x}}\n")
-    await asyncio.sleep(1.1)  # let the recheck interval pass once; a broken file must keep the last good table
-    assert await status_for(rotated) == 200
+    assert gw.guard is not None and gw.guard.gate.bearer is not None
+    table = gw.guard.gate.bearer.table
+    table._checked = -1e18  # the next request re-reads the file now
+    assert await status_for(rotated) == 200, "a broken file keeps the last good table"
+    assert table._stamp is None, "the broken file was read and rejected"
 
 
 @pytest.mark.parametrize(
