@@ -64,6 +64,11 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
     from gateway.inbound.gate import describe as describe_inbound
 
     lines.append(describe_inbound(cfg))
+    if cfg.uploads is not None:
+        lines.append(
+            f"uploads: receiver at {cfg.uploads.path}, at most {cfg.uploads.maxBytes} bytes each, "
+            f"{cfg.uploads.storage.totalBytes} bytes stored in total for {cfg.uploads.storage.ttlSeconds:g} s"
+        )
 
     def describe(route: Route) -> str:
         when = " [when]" if route.when else ""

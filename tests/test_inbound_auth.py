@@ -468,6 +468,10 @@ def test_check_refuses_an_unauthenticated_listener_off_loopback_and_says_how_cal
     assert main(["check", "--config", str(path)]) == 0
     out = capsys.readouterr().out
     assert "inbound: bearer tokens from tokens.yaml" in out and sha(TOKEN_A) not in out
+    cfg["uploads"] = {"maxBytes": 4096}
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["check", "--config", str(path)]) == 0
+    assert "uploads: receiver at /uploads, at most 4096 bytes each" in capsys.readouterr().out
 
 
 def test_explain_with_a_principal_shows_the_tenant_route(tmp_path, capsys):
