@@ -219,7 +219,7 @@ async def test_without_a_challenge_parameter_the_path_specific_then_root_locatio
     ],
 )
 async def test_hostile_resource_metadata_locations_are_refused(
-    gateway_factory, resource, auth_server, http, monkeypatch, hostile
+    gateway_factory, resource, auth_server, http, monkeypatch, hostile, caplog
 ):
     monkeypatch.setenv("DISCOVERY_SECRET", SECRET)
     resource.challenge = hostile
@@ -227,6 +227,7 @@ async def test_hostile_resource_metadata_locations_are_refused(
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert denied_by_auth(body)
     assert auth_server.token_requests == [] and len(resource.received) == 1
+    assert "auth: discovered" in caplog.text, "refused by the destination policy, not merely unreachable"
 
 
 @pytest.mark.parametrize(
@@ -391,3 +392,28 @@ async def test_an_upload_endpoint_without_auth_discovers_its_own_token(
     assert ["Authorization" in h for h in resource.uploads] == [False, True]
     assert resource.uploads[1]["Authorization"] != resource.received[-1]["Authorization"]
     assert image_part(json.loads(json.dumps(resource.last_event)))["body"] == {"ref": "res-upload-1"}
+
+
+async def test_a_hostile_metadata_document_naming_a_private_authorization_server_is_refused(
+    gateway_factory, resource, auth_server, http, monkeypatch, caplog
+):
+    """Even a trusted issuer entry cannot make the gateway call a private address: the document
+    points the gateway at 10.0.0.9, which is not allow-listed."""
+    monkeypatch.setenv("DISCOVERY_SECRET", SECRET)
+    private = "https://10.0.0.9"
+    resource.documents["/.well-known/oauth-protected-resource/ahp"] = {
+        "resource": resource.url,
+        "authorization_servers": [private],
+    }
+    cfg = gateway_config(
+        [upstream_hook(resource)],
+        trustedIssuers=[trusted(auth_server, issuer=private)],
+        discovery={"allowAddresses": ["127.0.0.1"]},
+        limits={"deadlineMs": 5000, "maxBodyBytes": 1048576},
+        frontend={"timeoutMs": 6000},
+    )
+    gw = await gateway_factory(cfg)
+    _, body = await post(http, gw.url, intercept(tool_before()))
+    assert denied_by_auth(body)
+    assert auth_server.token_requests == [] and len(resource.received) == 1
+    assert "points at a loopback, private or link-local address" in caplog.text, "refused, not merely unreachable"
