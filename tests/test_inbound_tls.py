@@ -118,3 +118,39 @@ def _mixed(trusted: trustme.CA, client: Any) -> ssl.SSLContext:
     context = client_context(trusted)
     client.configure_cert(context)
     return context
+
+
+async def test_a_replaced_client_ca_applies_to_new_connections(gateway_factory, stub_factory, tmp_path):
+    server_ca, old_clients, new_clients = trustme.CA(), trustme.CA(), trustme.CA()
+    write_pair(server_ca.issue_cert("127.0.0.1"), tmp_path, "server")
+    old_clients.cert_pem.write_to_path(str(tmp_path / "clients-ca.pem"))
+    old_cert = old_clients.issue_cert("old.example", common_name="old-harness")
+    new_cert = new_clients.issue_cert("new.example", common_name="new-harness")
+    upstream = await stub_factory()
+    gw = await gateway_factory(
+        gateway_config(
+            [hook("org.example.a", upstream.url)],
+            inbound={"tls": {"certFile": "server.crt", "keyFile": "server.key", "clientCaFile": "clients-ca.pem"}},
+        )
+    )
+    body = json.dumps(intercept(tool_before()))
+    headers = {"Content-Type": "application/json"}
+
+    async def accepted(client: Any) -> bool:
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.post(gw.url, data=body, headers=headers, ssl=client_context(server_ca, client)) as r:
+                    return r.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    assert await accepted(old_cert) and not await accepted(new_cert)
+    staged = tmp_path / "clients-ca.new"
+    new_clients.cert_pem.write_to_path(str(staged))
+    staged.replace(tmp_path / "clients-ca.pem")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while not await accepted(new_cert):
+        assert loop.time() < deadline, "the new client CA was not applied in time"
+        await asyncio.sleep(0.1)
+    assert not await accepted(old_cert), "the replaced CA is no longer trusted"
