@@ -518,3 +518,18 @@ async def test_an_unreachable_issuer_is_not_asked_again_for_every_caller(
         assert status == 401
     assert gw.guard is not None and gw.guard.gate.jwt is not None
     assert gw.guard.gate.jwt.attempts == 1
+
+
+async def test_a_key_removed_from_the_jwks_stops_working_after_the_cache_time(
+    gateway_factory, stub_factory, http, auth_server
+):
+    upstream = await stub_factory()
+    inbound = oauth_inbound(auth_server, jwksCacheSeconds=0, jwksRefetchSeconds=3600)
+    gw = await gateway_factory(gateway_config([hook("org.example.a", upstream.url)], inbound=inbound))
+    old = auth_server.mint(auth_server.claims(AUDIENCE))
+    assert (await send(http, gw.url, intercept(tool_before()), {"Authorization": "Bearer " + old}))[0] == 200
+    compromised = auth_server.keys.pop(0)
+    auth_server.rotate("key-2")
+    assert compromised.kid == "key-1"
+    status, _, _ = await send(http, gw.url, intercept(tool_before()), {"Authorization": "Bearer " + old})
+    assert status == 401 and len(upstream.received) == 1

@@ -338,6 +338,7 @@ class InboundOAuth(Model):
     jwksUri: str | None = Field(None, pattern=r"^https://", description="Default: the issuer metadata's jwks_uri.")
     clockSkewSeconds: float = Field(30.0, ge=0, le=300)
     jwksRefetchSeconds: float = Field(30.0, ge=0, description="Least time between JWKS fetches for unknown kids.")
+    jwksCacheSeconds: float = Field(3600.0, ge=0, description="JWKS older than this is fetched again (key removal).")
     algorithms: list[str] = Field(default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"], min_length=1)
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for the issuer.")
 

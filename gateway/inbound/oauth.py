@@ -1,8 +1,9 @@
 """The gateway as an OAuth 2.0 protected resource: JWT access tokens (RFC 9068) from one issuer.
 
 Signatures are checked with joserfc against the issuer's JWKS (``jwksUri``, else the issuer
-metadata's ``jwks_uri``, RFC 8414), cached; a token with an unknown ``kid`` triggers one refetch
-at most every ``jwksRefetchSeconds`` (single flight). Claims: ``iss`` exactly the issuer, ``aud``
+metadata's ``jwks_uri``, RFC 8414), cached for ``jwksCacheSeconds`` (a removed key stops working);
+a token with an unknown ``kid`` triggers one refetch at most every ``jwksRefetchSeconds`` (single
+flight). An unreachable issuer keeps the last key set. Claims: ``iss`` exactly the issuer, ``aud``
 containing the gateway's resource identifier, ``exp`` required and ``nbf`` honoured with a small
 clock skew, every ``requiredScopes`` entry present. Refusals carry ``WWW-Authenticate: Bearer
 resource_metadata="…"`` pointing at the RFC 9728 document the gateway serves.
@@ -125,8 +126,10 @@ class JwtAuthenticator:
         """Fetch the JWKS (single flight); ``forced`` (unknown kid) obeys the refetch interval."""
         async with self._lock:
             now = time.monotonic()
+            fresh = now - self._fetched_at < self.cfg.jwksCacheSeconds
             if self._keys is not None and (not forced or now - self._fetched_at < self.cfg.jwksRefetchSeconds):
-                return self._keys
+                if fresh or forced:
+                    return self._keys
             if self._keys is None and now - self._fetched_at < min(self.cfg.jwksRefetchSeconds, 5.0):
                 return None  # the issuer just failed: unauthenticated callers must not drive a fetch storm
             self._fetched_at = now
@@ -155,7 +158,9 @@ class JwtAuthenticator:
             return Refusal(401, "missing", self._challenge)
         if isinstance(token, Refusal) or len(token) > MAX_TOKEN:
             return Refusal(401, "malformed", self._challenge + ', error="invalid_request"')
-        keys = self._keys or await self._refresh(forced=False)
+        keys = self._keys
+        if keys is None or time.monotonic() - self._fetched_at >= self.cfg.jwksCacheSeconds:
+            keys = await self._refresh(forced=False)  # first use, or a stale set (removed keys stop working)
         if keys is None:
             return Refusal(401, "issuer_unavailable", self._invalid)
         try:
