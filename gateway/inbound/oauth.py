@@ -126,9 +126,11 @@ class JwtAuthenticator:
         """Fetch the JWKS (single flight); ``forced`` (unknown kid) obeys the refetch interval."""
         async with self._lock:
             now = time.monotonic()
-            fresh = now - self._fetched_at < self.cfg.jwksCacheSeconds
-            if self._keys is not None and (not forced or now - self._fetched_at < self.cfg.jwksRefetchSeconds):
-                if fresh or forced:
+            age = now - self._fetched_at
+            if self._keys is not None:
+                if forced and age < self.cfg.jwksRefetchSeconds:
+                    return self._keys  # an unknown kid within the refetch interval: no fetch storm
+                if not forced and age < self.cfg.jwksCacheSeconds:
                     return self._keys
             if self._keys is None and now - self._fetched_at < min(self.cfg.jwksRefetchSeconds, 5.0):
                 return None  # the issuer just failed: unauthenticated callers must not drive a fetch storm
