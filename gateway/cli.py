@@ -62,6 +62,14 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
         f"fanout {cfg.fanout}, deadline {cfg.limits.deadlineMs} ms",
     ]
     lines.extend(f"warning: {warning}" for warning in loaded.warnings)
+    from gateway.inbound.gate import describe as describe_inbound
+
+    lines.append(describe_inbound(cfg))
+    if cfg.uploads is not None:
+        lines.append(
+            f"uploads: receiver at {cfg.uploads.path}, at most {cfg.uploads.maxBytes} bytes each, "
+            f"{cfg.uploads.storage.totalBytes} bytes stored in total for {cfg.uploads.storage.ttlSeconds:g} s"
+        )
 
     def describe(route: Route) -> str:
         when = " [when]" if route.when else ""
@@ -198,14 +206,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if not isinstance(document, dict):
         print("error: the event file must hold a JSON object", file=sys.stderr)
         return 1
-    principal = None
-    if args.principal:
-        try:
-            principal = json.loads(Path(args.principal).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            print(f"error: cannot read principal: {exc}", file=sys.stderr)
-            return 1
     request = request_from(document, caps, snap)
+    from gateway.inbound.principal import parse_principal
+
+    try:
+        principal = parse_principal(args.principal) if args.principal else None
+    except ValueError as exc:
+        print(f"error: --principal: {exc}", file=sys.stderr)
+        return 1
     for line in explain(snap, request, principal):
         print(line)
     if args.call:
@@ -264,9 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
-    explain.add_argument(
-        "--principal", help='JSON file: the caller\'s principal, e.g. {"name": "team-a", "attributes": {}}'
-    )
+    explain.add_argument("--principal", help='JSON {"name": ..., "attributes": {...}} or a file holding it')
     explain.set_defaults(func=cmd_explain)
 
     policy = sub.add_parser("policy", help="policy-as-code tools")

@@ -63,9 +63,10 @@ def manifest_result(
         gaps.append(
             {"path": "user.elicitation.result.modify", "reason": "form-answer edits are not settled by the gateway"}
         )
+    if cfg.uploads is None:
+        gaps.append({"path": "items.body", "reason": "attachment bytes are not re-uploaded; upstreams receive gaps"})
     gaps += [
         {"path": "effects.extensions", "reason": "extension effect names are not forwarded to upstreams"},
-        {"path": "items.body", "reason": "attachment bytes are not re-uploaded; upstreams receive gaps"},
         {"path": "limits.maxContinuations", "reason": "set by the harness per request"},
         {
             "path": "limits.maxTimeoutMs",
@@ -85,11 +86,11 @@ def manifest_result(
         "events": events,
         "gaps": gaps,
         "transports": ["http", "stdio"],
-        "authentication": [],
+        "authentication": [cfg.inbound.auth.type] if cfg.inbound.auth.type in ("bearer", "oauth") else [],
         "toolPaths": [],
         "contentCategories": ["text"],
         "limits": {
-            "maxUploadBytes": 0,
+            "maxUploadBytes": cfg.uploads.maxBytes if cfg.uploads is not None else 0,
             "minTimeoutMs": cfg.limits.deadlineMs + 1,
         },
         "managedPolicy": {"scopes": ["managed"], "disableable": False},

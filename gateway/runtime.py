@@ -24,6 +24,7 @@ from gateway.config.issues import ConfigError, Issue, json_path
 from gateway.config.load import LoadedConfig, line_of
 from gateway.config.models import Backend, GatewayBackend, HttpTransport, LocalTransport, StdioTransport
 from gateway.credentials.bearer import BearerToken
+from gateway.credentials.discovery import DiscoveredAuth, discovered_authorizer
 from gateway.credentials.oauth import ClientCredentials
 from gateway.discovery import configuration_result, manifest_result
 from gateway.policy.backend import LocalPolicyUpstream
@@ -282,13 +283,15 @@ def _upstream(
     transport = hook.transport
     if isinstance(transport, HttpTransport):
         auth = hook.authentication
-        authorizer: BearerToken | ClientCredentials | None = None
+        authorizer: BearerToken | ClientCredentials | DiscoveredAuth | None = None
         if auth is not None and auth.type == "bearer":
             authorizer = BearerToken.from_config(auth.tokenEnv, auth.tokenRef, base)
         gw = hook if isinstance(hook, GatewayBackend) else None
         ca = str(Path(os.path.abspath(base / gw.caFile))) if gw and gw.caFile else None
         if auth is not None and auth.type == "oauth":
             authorizer = ClientCredentials.from_config(auth, base, pool, ca)
+        if auth is None:  # no binding: no credential, RFC 9728 discovery on a 401 (protocol §12)
+            authorizer = discovered_authorizer(transport.url, loaded, pool, ca)
         return HttpUpstream(
             url=transport.url,
             pool=pool,

@@ -89,7 +89,8 @@ def test_stderr_budget_is_a_token_bucket():
 
 
 def test_pool_needs_a_persistent_lifecycle(tmp_path):
-    from gateway.config.load import ConfigError, load
+    from gateway.config.issues import ConfigError
+    from gateway.config.load import load
 
     cfg = gateway_config([scripted("sleep", "0", lifecycle="per_event", pool=2)])
     path = tmp_path / "gateway.json"

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config.load import ConfigError, load
+from gateway.config.issues import ConfigError
+from gateway.config.load import load
 from gateway.protocol import schemas, v01
 from tests.conftest import ROOT, VECTORS, gateway_config, hook, intercept, post, result, tool_before, wait_for
 from tests.test_stdio_frontend import run_stdio, write_config

@@ -148,7 +148,10 @@ def _unknown_fields(model: BaseModel, items: tuple[PathItem, ...] = ()) -> Itera
 
 
 def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
+    return _is_loopback_host(urlsplit(url).hostname or "")
+
+
+def _is_loopback_host(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -200,7 +203,10 @@ def _semantic(
                     (*at, "authentication", "flow"),
                     "authorization_code_pkce needs an interactive user; a gateway supports client_credentials",
                 )
-            elif not hook.authentication.clientSecretRef:
+            elif (
+                not hook.authentication.clientSecretRef
+                and hook.authentication.tokenEndpointAuthMethod != "private_key_jwt"
+            ):
                 issue((*at, "authentication"), "client_credentials requires clientSecretRef")
         for sub_index, sub in enumerate(hook.subscriptions):
             sat = (*at, "subscriptions", sub_index)
@@ -216,13 +222,32 @@ def _semantic(
                         "warning",
                     )
             if sub.upload is not None:
-                issue(
-                    (*sat, "upload"),
-                    "uploads are not forwarded; attachment bodies reach this upstream as gaps",
-                    "warning",
-                )
+                if cfg.uploads is None:
+                    issue(
+                        (*sat, "upload"),
+                        "the gateway has no upload receiver (uploads:), so attachment bodies reach this upstream as gaps",
+                        "warning",
+                    )
+                upload_auth = sub.upload.auth
+                if upload_auth is not None and upload_auth.type == "oauth" and upload_auth.flow != "client_credentials":
+                    issue((*sat, "upload", "auth", "flow"), "a gateway supports client_credentials only")
             if sub.filters is not None:
                 issue((*sat, "filters"), "filters are optimisation hints and are not applied", "warning")
+    inbound = cfg.inbound
+    if (
+        inbound.auth.type == "none"
+        and not inbound.allowUnauthenticated
+        and not (inbound.tls is not None and inbound.tls.clientCaFile)
+        and not _is_loopback_host(cfg.listen.host)
+    ):
+        issue(
+            ("inbound", "auth"),
+            f"listen.host {cfg.listen.host!r} is not loopback and inbound.auth.type is none: use bearer or oauth, "
+            "mTLS (inbound.tls.clientCaFile), or set inbound.allowUnauthenticated: true behind an authenticating mesh",
+            where=source,
+        )
+    if cfg.uploads is not None and cfg.uploads.storage.totalBytes < cfg.uploads.maxBytes:
+        issue(("uploads", "storage", "totalBytes"), "totalBytes is smaller than uploads.maxBytes", "warning", source)
     if cfg.tracing.otel and importlib.util.find_spec("opentelemetry") is None:
         issue(("tracing", "otel"), "needs opentelemetry-api: pip install 'ahp-gateway[otel]'", where=source)
     if cfg.limits.deadlineMs >= cfg.frontend_timeout_ms:

@@ -126,7 +126,7 @@ class Subscription(Model):
     events: list[str] = Field(min_length=1)
     content: ContentSelection
     includeNative: bool = False
-    upload: dict[str, Any] | None = None
+    upload: UploadBinding | None = None
     filters: dict[str, Any] | None = None
     scope: Literal["managed", "project", "user"] | None = None
     disableable: bool | None = None
@@ -232,6 +232,10 @@ class BearerAuth(Model):
         return self
 
 
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)$"
+TOKEN_AUTH_METHODS = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
+
+
 class OAuthAuth(Model):
     type: Literal["oauth"]
     resource: str = Field(min_length=1)
@@ -240,9 +244,42 @@ class OAuthAuth(Model):
     clientSecretRef: str | None = Field(None, min_length=1)
     flow: Literal["authorization_code_pkce", "client_credentials"]
     scopes: list[str] = Field(default_factory=list)
+    tokenEndpointAuthMethod: TOKEN_AUTH_METHODS = Field(
+        "client_secret_basic", description="Gateway extension: how the client authenticates to the token endpoint."
+    )
+    privateKeyRef: str | None = Field(
+        None, pattern=SECRET_REF, description="Gateway extension: PEM or JWK private key for private_key_jwt."
+    )
+
+    @model_validator(mode="after")
+    def _key_for_method(self) -> OAuthAuth:
+        if self.tokenEndpointAuthMethod == "private_key_jwt" and self.privateKeyRef is None:
+            raise ValueError("private_key_jwt needs privateKeyRef (env:NAME or file:/path)")
+        return self
 
 
 AnyAuth = Annotated[BearerAuth | OAuthAuth, Field(discriminator="type")]
+
+
+UPLOAD_ENDPOINT = (
+    r"^(?:https://|http://(?:localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])(?::[0-9]+)?(?:[/?#]|$))"
+)
+
+
+class UploadBinding(Model):
+    """A subscription's ``upload`` (content-upload.schema.json): the upstream's own receiver."""
+
+    endpoint: str = Field(pattern=UPLOAD_ENDPOINT, description="POSTed to exactly; https, or http to loopback.")
+    timeoutMs: int = Field(ge=1)
+    maxBytes: int = Field(ge=0)
+    auth: AnyAuth | None = Field(None, description="Independent binding; never inherits the event credentials.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _portable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("auth") is not None:
+            _guard_auth(data["auth"])
+        return data
 
 
 def _guard_auth(data: Any) -> Any:
@@ -315,6 +352,113 @@ class RegistrationDocument(Model):
     hooks: list[Backend] = Field(min_length=1)
 
 
+class InboundBearer(Model):
+    """Harness tokens as SHA-256 hashes in a YAML/JSON file (a mounted Secret works), re-read on change."""
+
+    type: Literal["bearer"]
+    tokensFile: str = Field(min_length=1, description="List of {sha256, principal: {name, attributes}}.")
+
+
+class InboundOAuth(Model):
+    """The gateway as an OAuth protected resource: JWT access tokens from one issuer."""
+
+    type: Literal["oauth"]
+    issuer: str = Field(pattern=r"^https://")
+    audience: str = Field(pattern=r"^https://[^#\s]+$", description="The gateway's resource identifier (RFC 9728).")
+    requiredScopes: list[str] = Field(default_factory=list)
+    jwksUri: str | None = Field(None, pattern=r"^https://", description="Default: the issuer metadata's jwks_uri.")
+    clockSkewSeconds: float = Field(30.0, ge=0, le=300)
+    jwksRefetchSeconds: float = Field(30.0, ge=0, description="Least time between JWKS fetches for unknown kids.")
+    jwksCacheSeconds: float = Field(3600.0, ge=0, description="JWKS older than this is fetched again (key removal).")
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"], min_length=1)
+    caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for the issuer.")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric(cls, v: list[str]) -> list[str]:
+        for alg in v:
+            if alg.startswith("HS") or alg.lower() == "none":
+                raise ValueError(f"algorithm {alg!r} is not allowed for access tokens (asymmetric only)")
+        return v
+
+
+class InboundNone(Model):
+    type: Literal["none"]
+
+
+InboundAuth = Annotated[InboundBearer | InboundOAuth | InboundNone, Field(discriminator="type")]
+
+
+class InboundTls(Model):
+    certFile: str = Field(min_length=1)
+    keyFile: str = Field(min_length=1)
+    clientCaFile: str | None = Field(None, description="Require client certificates signed by this CA (mTLS).")
+
+
+class Inbound(Model):
+    """Who may call the gateway (harness side)."""
+
+    auth: InboundAuth = Field(default_factory=lambda: InboundNone(type="none"))
+    allowUnauthenticated: bool = Field(False, description="Serve type none off loopback (a mesh authenticates).")
+    tls: InboundTls | None = None
+
+
+class UploadStorage(Model):
+    memoryBytes: int = Field(16 * 1024 * 1024, ge=0, description="Uploads held in memory, in total.")
+    spoolDir: str | None = Field(None, description="Directory for uploads beyond memoryBytes (none: refuse them).")
+    totalBytes: int = Field(256 * 1024 * 1024, ge=0, description="Memory and spool together.")
+    ttlSeconds: float = Field(600.0, gt=0, description="How long an upload stays referable.")
+
+
+class Uploads(Model):
+    """The gateway as an AHP upload receiver (protocol §13.2)."""
+
+    path: str = Field("/uploads", pattern=r"^/")
+    maxBytes: int = Field(10 * 1024 * 1024, ge=0)
+    storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
+
+
+class TrustedIssuer(Model):
+    """An authorization server the gateway may use for upstreams discovered via RFC 9728."""
+
+    issuer: str = Field(pattern=r"^https://")
+    clientId: str = Field(min_length=1)
+    clientSecretRef: str | None = Field(None, pattern=SECRET_REF)
+    scopes: list[str] = Field(default_factory=list, description="The only scopes ever requested from this issuer.")
+    tokenEndpointAuthMethod: TOKEN_AUTH_METHODS = "client_secret_basic"
+    privateKeyRef: str | None = Field(None, pattern=SECRET_REF)
+    caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this issuer.")
+
+    @model_validator(mode="after")
+    def _credential(self) -> TrustedIssuer:
+        if self.tokenEndpointAuthMethod == "private_key_jwt":
+            if self.privateKeyRef is None:
+                raise ValueError("private_key_jwt needs privateKeyRef")
+        elif self.clientSecretRef is None:
+            raise ValueError(f"{self.tokenEndpointAuthMethod} needs clientSecretRef")
+        return self
+
+
+class DiscoveryPolicy(Model):
+    """Destination policy for URLs learnt from upstreams (resource metadata, authorization servers)."""
+
+    allowAddresses: list[str] = Field(
+        default_factory=list, description="IPs/CIDRs allowed although loopback, private or link-local."
+    )
+
+    @field_validator("allowAddresses")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in v:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR") from None
+        return v
+
+
 class GatewayConfig(Model):
     id: str = Field(pattern=REVERSE_DNS)
     protocolVersions: list[str] = Field(default_factory=lambda: ["draft"], min_length=1)
@@ -332,6 +476,10 @@ class GatewayConfig(Model):
     tracing: TracingOptions = Field(default_factory=TracingOptions)  # type: ignore[arg-type]
     shutdown: ShutdownOptions = Field(default_factory=ShutdownOptions)  # type: ignore[arg-type]
     reload: ReloadOptions = Field(default_factory=ReloadOptions)  # type: ignore[arg-type]
+    inbound: Inbound = Field(default_factory=Inbound)  # type: ignore[arg-type]
+    uploads: Uploads | None = Field(None, description="Absent: no upload receiver; attachments become gaps.")
+    trustedIssuers: list[TrustedIssuer] = Field(default_factory=list)
+    discovery: DiscoveryPolicy = Field(default_factory=DiscoveryPolicy)
 
     @field_validator("protocolVersions")
     @classmethod

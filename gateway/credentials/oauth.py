@@ -23,6 +23,8 @@ import orjson
 
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
 
+ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
 EARLY_REFRESH = 30.0
 
 
@@ -42,15 +44,22 @@ class ClientCredentials:
         *,
         issuer: str,
         client_id: str,
-        secret: BearerToken,
+        secret: BearerToken | None,
         resource: str,
         scopes: list[str],
         session: Any,
         ssl_context: ssl.SSLContext | bool = True,
+        auth_method: str = "client_secret_basic",
+        private_key: BearerToken | None = None,
+        endpoint_check: Any = None,
     ) -> None:
         self.issuer = issuer.rstrip("/")
         self.client_id = client_id
         self._secret = secret
+        self.auth_method = auth_method
+        self._private_key = private_key
+        self._endpoint_check = endpoint_check
+        """Destination policy for the discovered token endpoint (raises CredentialUnavailable)."""
         self.resource = resource
         self.scopes = scopes
         self._session = session
@@ -61,19 +70,32 @@ class ClientCredentials:
         self._lock = asyncio.Lock()
 
     @classmethod
-    def from_config(cls, auth: Any, base: Path, pool: Any, ca_file: str | None = None) -> ClientCredentials:
-        ref = auth.clientSecretRef
-        scheme, _, rest = ref.partition(":")
-        secret = BearerToken(env=rest) if scheme == "env" else BearerToken(file=Path(os.path.abspath(base / rest)))
+    def from_config(
+        cls,
+        auth: Any,
+        base: Path,
+        pool: Any,
+        ca_file: str | None = None,
+        *,
+        resource: str | None = None,
+        scopes: list[str] | None = None,
+        endpoint_check: Any = None,
+    ) -> ClientCredentials:
+        """From an explicit ``oauth`` binding, or (``resource`` given) a ``trustedIssuers`` entry."""
         context: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        method = getattr(auth, "tokenEndpointAuthMethod", "client_secret_basic")
+        key_ref = getattr(auth, "privateKeyRef", None)
         return cls(
             issuer=auth.issuer,
             client_id=auth.clientId,
-            secret=secret,
-            resource=auth.resource,
-            scopes=list(auth.scopes),
+            secret=_secret(auth.clientSecretRef, base),
+            resource=resource if resource is not None else auth.resource,
+            scopes=list(scopes if scopes is not None else auth.scopes),
             session=pool,
             ssl_context=context,
+            auth_method=method,
+            private_key=_secret(key_ref, base) if key_ref else None,
+            endpoint_check=endpoint_check,
         )
 
     def invalidate(self) -> None:
@@ -109,22 +131,43 @@ class ClientCredentials:
                 continue  # RFC 8414 §3.3: the metadata must name the configured issuer
             if not endpoint.startswith("https://"):
                 raise CredentialUnavailable("token endpoint is not https")
+            if self._endpoint_check is not None:
+                await self._endpoint_check(endpoint)
             self._endpoint = endpoint
             return endpoint
         raise CredentialUnavailable("authorization server metadata unavailable")
 
+    def _client_auth(self, endpoint: str, form: dict[str, str]) -> dict[str, str]:
+        """Client authentication at the token endpoint (RFC 6749 §2.3.1, RFC 7523 §2.2)."""
+        headers = {"Accept": "application/json"}
+        if self.auth_method == "private_key_jwt":
+            assert self._private_key is not None
+            form["client_id"] = self.client_id
+            form["client_assertion_type"] = ASSERTION_TYPE
+            form["client_assertion"] = client_assertion(self._private_key.token(), self.client_id, endpoint)
+            return headers
+        secret = self._secret.token() if self._secret is not None else ""
+        if not secret:
+            raise CredentialUnavailable("client secret is not configured")
+        if self.auth_method == "client_secret_post":
+            form["client_id"] = self.client_id
+            form["client_secret"] = secret
+            return headers
+        basic = base64.b64encode(f"{quote(self.client_id, safe='')}:{quote(secret, safe='')}".encode()).decode()
+        headers["Authorization"] = "Basic " + basic
+        return headers
+
     async def _fetch(self) -> None:
         endpoint = await self._discover()
-        secret = self._secret.token()
-        basic = base64.b64encode(f"{quote(self.client_id, safe='')}:{quote(secret, safe='')}".encode()).decode()
         form = {"grant_type": "client_credentials", "resource": self.resource}
         if self.scopes:
             form["scope"] = " ".join(self.scopes)
+        headers = self._client_auth(endpoint, form)
         try:
             async with self._http().post(
                 endpoint,
                 data=form,
-                headers={"Authorization": "Basic " + basic, "Accept": "application/json"},
+                headers=headers,
                 allow_redirects=False,
                 ssl=self._ssl,
             ) as response:
@@ -144,3 +187,54 @@ class ClientCredentials:
         lifetime = float(lifetime) if isinstance(lifetime, int | float) and lifetime > 0 else 300.0
         self._token = token
         self._expires = time.monotonic() + max(1.0, lifetime - EARLY_REFRESH)
+
+
+def _secret(ref: str | None, base: Path) -> BearerToken | None:
+    if not ref:
+        return None
+    scheme, _, rest = ref.partition(":")
+    return BearerToken(env=rest) if scheme == "env" else BearerToken(file=Path(os.path.abspath(base / rest)))
+
+
+def client_assertion(key_text: str, client_id: str, audience: str, lifetime: int = 60) -> str:
+    """A signed RFC 7523 client assertion (``private_key_jwt``) for one token request."""
+    import secrets as _secrets
+
+    from joserfc import jwt
+    from joserfc.errors import JoseError
+    from joserfc.jwk import ECKey, OKPKey, RSAKey, import_key
+
+    key: Any = None
+    try:
+        if key_text.lstrip().startswith("{"):
+            key = import_key(orjson.loads(key_text))
+        else:
+            for kind in (ECKey, RSAKey, OKPKey):
+                try:
+                    key = kind.import_key(key_text)
+                    break
+                except (JoseError, ValueError, TypeError):
+                    continue
+    except (JoseError, ValueError, TypeError, orjson.JSONDecodeError):
+        key = None
+    if key is None or not key.is_private:
+        raise CredentialUnavailable("privateKeyRef does not hold a private key")
+    if isinstance(key, RSAKey):
+        alg = "RS256"
+    elif isinstance(key, ECKey):
+        alg = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}.get(str(key.curve_name), "ES256")
+    else:
+        alg = "EdDSA"
+    now = int(time.time())
+    claims = {
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "jti": _secrets.token_urlsafe(16),
+        "iat": now,
+        "exp": now + lifetime,
+    }
+    header: dict[str, Any] = {"alg": alg, "typ": "JWT"}
+    if key.kid:
+        header["kid"] = key.kid
+    return jwt.encode(header, claims, key)

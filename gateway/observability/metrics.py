@@ -205,6 +205,35 @@ SPECS: tuple[Spec, ...] = (
         (),
     ),
     Spec(
+        "auth_failures",
+        "counter",
+        "ahp_gateway_auth_failures_total",
+        "Harness requests and uploads refused by inbound authentication, by reason.",
+        ("reason",),
+    ),
+    Spec(
+        "uploads",
+        "counter",
+        "ahp_gateway_uploads_total",
+        "Uploads to the gateway's receiver by outcome (stored or a refusal reason).",
+        ("outcome",),
+    ),
+    Spec(
+        "upload_bytes",
+        "gauge",
+        "ahp_gateway_upload_stored_bytes",
+        "Bytes of uploads held for reference, by tier (memory or spool).",
+        ("tier",),
+        "livesum",
+    ),
+    Spec(
+        "upstream_uploads",
+        "counter",
+        "ahp_gateway_upstream_uploads_total",
+        "Re-uploads of attachment bytes to upstream receivers, by upstream and outcome.",
+        ("upstream", "outcome"),
+    ),
+    Spec(
         "build_info",
         "gauge",
         "ahp_gateway_build_info",
@@ -340,6 +369,10 @@ class Metrics:
     config_ok: Any
     circuit_open: Any
     decision_log_drops: Any
+    auth_failures: Any
+    uploads: Any
+    upload_bytes: Any
+    upstream_uploads: Any
     build_info: Any
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -357,6 +390,8 @@ class Metrics:
         self.reloads.labels("success")
         self.reloads.labels("failure")
         self.observe_drops.labels("queue_full")
+        for tier in ("memory", "spool"):
+            self.upload_bytes.labels(tier).set(0)
         self.config_ok.set(1)
         self.last_reload.set(time.time())
         self._children: dict[tuple[Any, ...], Any] = {}

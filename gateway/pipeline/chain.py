@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,11 @@ class ChainRun:
     """Outbound headers (trace context) for one route's call."""
     sent: Callable[[Route], None]
     on_circuit: CircuitSink | None = None
+    refs: Mapping[str, Any] | None = None
+    """Per route key: harness attachment ref → that upstream's confirmed content reference."""
+
+    def refs_for(self, route: Route) -> Any:
+        return self.refs.get(route.key) if self.refs else None
 
 
 def request(
@@ -76,9 +81,11 @@ def request(
     event: dict[str, Any],
     caps: dict[str, Any],
     state: dict[str, Any],
+    refs: Any = None,
 ) -> dict[str, Any]:
-    """The JSON-RPC request one upstream receives (request id = event id)."""
-    view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
+    """The JSON-RPC request one upstream receives (request id = event id); attachments are its
+    own re-uploaded references (``refs``) or gaps."""
+    view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity, refs=refs)
     return {
         "jsonrpc": "2.0",
         "id": run_id,
@@ -164,6 +171,7 @@ async def run_serial(run: ChainRun, chain: ChainState, routes: list[Route]) -> S
                 chain.event,
                 with_remaining(run.caps, chain.remaining),
                 chain.wire_state(),
+                run.refs_for(route),
             )
             run.sent(route)
             call = Call(req, min(route.timeout, left), run.activation, run.outbound(route))
@@ -186,7 +194,7 @@ async def run_parallel(run: ChainRun, chain: ChainState, routes: list[Route]) ->
     snap = run.snap
     state = chain.wire_state()
     started = loop.time()
-    requests = [request(snap, r, run.rid, run.version, chain.event, run.caps, state) for r in routes]
+    requests = [request(snap, r, run.rid, run.version, chain.event, run.caps, state, run.refs_for(r)) for r in routes]
     expectations = [expectation(snap, req, chain) for req in requests]
     tasks = []
     for route, req, exp in zip(routes, requests, expectations, strict=True):

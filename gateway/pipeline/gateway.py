@@ -22,6 +22,7 @@ from gateway.protocol.errors import RpcCode
 from gateway.protocol.methods import CAPABILITIES, INTERCEPT
 from gateway.runtime import RuntimeConfig, RuntimeHolder
 from gateway.telemetry import NullTelemetry, Telemetry
+from gateway.uploads.forward import Forwarder
 
 OVERLOADED = str(int(RpcCode.BACKEND_UNAVAILABLE))
 """``ahp_gateway_rejected_requests_total`` code of intercepts refused by ``limits.maxInflight``
@@ -37,13 +38,17 @@ class Handler(Protocol):
 
 
 class Gateway:
-    def __init__(self, holder: RuntimeHolder, telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self, holder: RuntimeHolder, telemetry: Telemetry | None = None, uploads: Forwarder | None = None
+    ) -> None:
+        """``uploads``: per-upstream re-upload of attachments (README, "Uploads"), when the
+        gateway runs an upload receiver."""
         self.holder = holder
         self.telemetry: Telemetry = telemetry or NullTelemetry()
         cfg = holder.current.loaded.config
         self.shadows = Shadows(self.telemetry)
-        self.observer = Observer(cfg.observe, self.telemetry, cel_error_sink(self.telemetry))
-        self.intercepts = Intercepts(self.telemetry, self.observer, self.shadows)
+        self.observer = Observer(cfg.observe, self.telemetry, cel_error_sink(self.telemetry), uploads)
+        self.intercepts = Intercepts(self.telemetry, self.observer, self.shadows, uploads)
         self._running = 0
         """Intercepts in flight (``limits.maxInflight``)."""
         self._bridge = VersionBridge(
@@ -84,7 +89,7 @@ class Gateway:
             checked = frontend.check(body, snap.versions, snap.schemas)
             if type(checked) is frontend.Intercept:
                 return await self._intercept(snap, checked, headers, principal)
-            return self._other(snap, checked)
+            return self._other(snap, checked, principal)
         finally:
             self.telemetry.inflight(-1)
             holder.release(snap)
@@ -108,14 +113,16 @@ class Gateway:
         finally:
             self._running -= 1
 
-    def _other(self, snap: RuntimeConfig, checked: frontend.Checked) -> bytes | None:
+    def _other(
+        self, snap: RuntimeConfig, checked: frontend.Checked, principal: Mapping[str, Any] | None
+    ) -> bytes | None:
         telemetry = self.telemetry
         if isinstance(checked, frontend.Rejected):
             telemetry.rejected(checked.method, str(int(checked.code)))
             return wire.error_body(checked.id, checked.code, checked.data, checked.message)
         if isinstance(checked, frontend.Notification):
             if checked.observe is not None:
-                self.observer.accept(snap, checked.observe, checked.body, lambda: self.holder.hold(snap))
+                self.observer.accept(snap, checked.observe, checked.body, lambda: self.holder.hold(snap), principal)
             elif checked.reason is not None:
                 telemetry.rejected(checked.reason, "notification")
             return None

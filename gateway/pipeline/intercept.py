@@ -25,6 +25,7 @@ from gateway.routing.select import ErrorSink, select
 from gateway.runtime import Route, RuntimeConfig
 from gateway.settle.chain import ChainState
 from gateway.telemetry import Telemetry
+from gateway.uploads.forward import Forwarder
 
 log = logging.getLogger("ahp_gateway")
 DEFAULT_STATE: dict[str, Any] = {"permission": "none", "candidate": None}
@@ -43,10 +44,13 @@ def cel_error_sink(telemetry: Telemetry) -> ErrorSink:
 class Intercepts:
     """What intercepts share across requests: telemetry, the observer's ledger, shadow calls."""
 
-    def __init__(self, telemetry: Telemetry, observer: Observer, shadows: Shadows) -> None:
+    def __init__(
+        self, telemetry: Telemetry, observer: Observer, shadows: Shadows, uploads: Forwarder | None = None
+    ) -> None:
         self.telemetry = telemetry
         self.observer = observer
         self.shadows = shadows
+        self.uploads = uploads
         self.cel_error = cel_error_sink(telemetry)
 
     async def run(
@@ -75,7 +79,7 @@ class Intercepts:
                 self.shadows.launch(snap, chosen, req.id, req.version, event, caps, state0, activation)
         settlement: Settlement | None = None
         if selected and state0["permission"] != "deny" and state0.get("flow") != "stop":
-            settlement = await self._chain(snap, req, selected, caps, state0, activation, trace)
+            settlement = await self._chain(snap, req, selected, caps, state0, activation, trace, principal)
         body, decision = verdict(snap, req, settlement, started, principal)
         try:
             telemetry.settled(decision, trace)
@@ -92,6 +96,7 @@ class Intercepts:
         state0: dict[str, Any],
         activation: Any,
         trace: Any,
+        principal: Mapping[str, Any] | None,
     ) -> Settlement:
         telemetry = self.telemetry
         event = req.event
@@ -99,12 +104,18 @@ class Intercepts:
         if parallel and not parallel_safe(caps):
             telemetry.parallel_fallback()
             parallel = False
+        deadline = asyncio.get_running_loop().time() + snap.deadline
+        refs = None  # per-upstream re-uploads, before the chain and inside its deadline (protocol §13.2)
+        if self.uploads is not None:
+            owner = principal.get("name", "") if principal else ""
+            refs = await self.uploads.prepare(snap.loaded, snap.slots, event, routes, owner, deadline)
         run = ChainRun(
             snap=snap,
             rid=req.id,
             version=req.version,
             caps=caps,
-            deadline=asyncio.get_running_loop().time() + snap.deadline,
+            deadline=deadline,
+            refs=refs,
             activation=activation,
             outbound=lambda route: telemetry.outbound_headers(trace, route.key, route.hook_id),
             sent=lambda route: self.observer.served(event, route.key),

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway import _tasks
@@ -26,18 +26,27 @@ from gateway.routing.select import ErrorSink, select
 from gateway.runtime import RuntimeConfig
 from gateway.settle.deliveries import DeliveryLedger
 from gateway.telemetry import Telemetry
+from gateway.uploads.forward import Forwarder
 
 log = logging.getLogger("ahp_gateway")
 Release = Callable[[], None]
+Principal = Mapping[str, Any] | None
 
 
 class Observer:
-    def __init__(self, options: ObserveOptions, telemetry: Telemetry, on_cel_error: ErrorSink | None = None) -> None:
+    def __init__(
+        self,
+        options: ObserveOptions,
+        telemetry: Telemetry,
+        on_cel_error: ErrorSink | None = None,
+        uploads: Forwarder | None = None,
+    ) -> None:
         self.telemetry = telemetry
         self._on_cel_error = on_cel_error
+        self._uploads = uploads
         # Queued observations keep the raw body (a few KB) rather than the parsed event (several
         # times larger as Python objects): a full queue must not dominate a worker's memory.
-        self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes, Release]] = asyncio.Queue(options.queueSize)
+        self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes, Principal, Release]] = asyncio.Queue(options.queueSize)
         self.ledger = DeliveryLedger(options.dedupEntries, options.dedupTtlSeconds, time.monotonic)
         self._count = options.workers
         self._workers: list[asyncio.Task[None]] = []
@@ -53,7 +62,14 @@ class Observer:
     def pending(self) -> int:
         return self._queue.qsize()
 
-    def accept(self, snap: RuntimeConfig, msg: dict[str, Any], body: bytes, hold: Callable[[], Release]) -> None:
+    def accept(
+        self,
+        snap: RuntimeConfig,
+        msg: dict[str, Any],
+        body: bytes,
+        hold: Callable[[], Release],
+        principal: Principal = None,
+    ) -> None:
         """Validate and queue one notification; ``hold`` keeps ``snap`` alive until delivered."""
         params = msg["params"]
         if params.get("protocolVersion") not in snap.versions or not snap.schemas.observe_notification.ok(msg):
@@ -65,7 +81,7 @@ class Observer:
             return
         release = hold()
         try:
-            self._queue.put_nowait((snap, body, release))
+            self._queue.put_nowait((snap, body, principal, release))
         except asyncio.QueueFull:
             release()
             self.telemetry.observe_dropped("queue_full")
@@ -75,10 +91,10 @@ class Observer:
 
     async def _work(self) -> None:
         while True:
-            snap, body, release = await self._queue.get()
+            snap, body, principal, release = await self._queue.get()
             try:
                 params = wire.loads(body)["params"]
-                await self.deliver(snap, params["event"], params["protocolVersion"])
+                await self.deliver(snap, params["event"], params["protocolVersion"], principal)
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let one bad delivery stop the worker
@@ -88,18 +104,33 @@ class Observer:
                 self._queue.task_done()
                 self.telemetry.observe_queue(self._queue.qsize())
 
-    async def deliver(self, snap: RuntimeConfig, event: dict[str, Any], version: str) -> None:
+    async def deliver(
+        self, snap: RuntimeConfig, event: dict[str, Any], version: str, principal: Principal = None
+    ) -> None:
         routes = snap.observe_routes.get(event["type"], ())
-        activation = snap.cel.for_observe(event, version)
+        activation = snap.cel.for_observe(event, version, principal)
         if activation is not None:
             routes = tuple(select(routes, activation, self._on_cel_error)[0])
         ident = (event["source"], event["id"])
-        for route in routes:
+        pending = [route for route in routes if (*ident, route.key) not in self.ledger]
+        refs = None  # uploads finish before the observation is published (protocol §13.2)
+        if self._uploads is not None and pending:
+            owner = principal.get("name", "") if principal else ""
+            deadline = asyncio.get_running_loop().time() + snap.observe_timeout
+            refs = await self._uploads.prepare(snap.loaded, snap.slots, event, pending, owner, deadline)
+        for route in pending:
             key = (*ident, route.key)
             if key in self.ledger:
                 continue
             self.ledger.add(key)
-            view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
+            view = project(
+                event,
+                snap.slots,
+                route.selection,
+                route.include_native,
+                identity=route.identity,
+                refs=refs.get(route.key) if refs else None,
+            )
             note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
             failure = await route.upstream.observe(note, snap.observe_timeout)
             self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok")

@@ -94,7 +94,11 @@ def _category(part: Mapping[str, Any]) -> str:
     return "files"
 
 
-def _descriptor(part: Any, selection: Mapping[str, str]) -> Any:
+Refs = Mapping[str, Mapping[str, Any]]
+"""Per upstream: the harness-facing ref -> that upstream's confirmed content reference."""
+
+
+def _descriptor(part: Any, selection: Mapping[str, str], refs: Refs | None = None) -> Any:
     if not isinstance(part, dict) or "selection" not in part or "kind" not in part:
         return part
     wanted = selection.get(_category(part), selection["default"])
@@ -105,26 +109,31 @@ def _descriptor(part: Any, selection: Mapping[str, str]) -> Any:
         item["selection"] = mode
         return item
     if part.get("kind") == "attachment" and "body" in part:
-        # A reference is receiver-scoped; the gateway does not re-upload bytes (protocol §13.2).
+        # A reference is receiver-scoped (protocol §13.2): only a ref this upstream's own
+        # receiver confirmed may be sent; anything else becomes a gap.
+        body = part["body"]
+        ref = body.get("ref") if isinstance(body, dict) else None
+        if refs is not None and isinstance(ref, str) and ref in refs:
+            return {**part, "body": dict(refs[ref])}
         item = {k: v for k, v in part.items() if k != "body"}
         item["gap"] = {"reason": UPLOAD_GAP_REASON}
         return item
     return part
 
 
-def _visit(node: Any, path: Path, selection: Mapping[str, str]) -> Any:
+def _visit(node: Any, path: Path, selection: Mapping[str, str], refs: Refs | None = None) -> Any:
     """A copy of ``node`` with the parts at ``path`` projected; untouched branches are shared."""
     if not path:
-        return _descriptor(node, selection)
+        return _descriptor(node, selection, refs)
     head, tail = path[0], path[1:]
     if head == "*":
         if not isinstance(node, list):
             return node
-        return [_visit(child, tail, selection) for child in node]
+        return [_visit(child, tail, selection, refs) for child in node]
     if not isinstance(node, dict) or head not in node:
         return node
     copy_ = dict(node)
-    copy_[head] = _visit(node[head], tail, selection)
+    copy_[head] = _visit(node[head], tail, selection, refs)
     return copy_
 
 
@@ -135,6 +144,7 @@ def project(
     include_native: bool,
     *,
     identity: bool,
+    refs: Refs | None = None,
 ) -> dict[str, Any]:
     """The view of ``event`` one subscription may see. ``identity`` marks an all-``body``
     selection, where only ``native`` and attachment references need attention."""
@@ -145,8 +155,39 @@ def project(
     if identity and (not any(p[0] in projected for p in paths) or not _has_attachment_body(projected, paths)):
         return projected
     for path in paths:
-        projected = _visit(projected, path, selection)
+        projected = _visit(projected, path, selection, refs)
     return projected
+
+
+def attachment_bodies(
+    event: dict[str, Any], slots: Mapping[str, tuple[Path, ...]], selection: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The attachment parts with a ``body`` that ``selection`` lets through as body (only
+    schema-owned slots; an upstream that may not see a category never gets its bytes)."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any, path: Path) -> None:
+        if not path:
+            if (
+                isinstance(node, dict)
+                and node.get("kind") == "attachment"
+                and node.get("selection") == "body"
+                and isinstance(node.get("body"), dict)
+                and selection.get(_category(node), selection["default"]) == "body"
+            ):
+                found.append(node)
+            return
+        head, tail = path[0], path[1:]
+        if head == "*":
+            if isinstance(node, list):
+                for child in node:
+                    walk(child, tail)
+        elif isinstance(node, dict) and head in node:
+            walk(node[head], tail)
+
+    for path in slots.get(str(event.get("type")), ()):
+        walk(event, path)
+    return found
 
 
 def _has_attachment_body(event: dict[str, Any], paths: tuple[Path, ...]) -> bool:

@@ -75,10 +75,12 @@ class ContextBuilder:
         maybe_nul = raw is None or _NUL_ESCAPE in raw or b"\x00" in raw
         return self._engine.activation(values, maybe_nul=maybe_nul)
 
-    def for_observe(self, event: dict[str, Any], version: str) -> Activation | None:
+    def for_observe(
+        self, event: dict[str, Any], version: str, principal: Mapping[str, Any] | None = None
+    ) -> Activation | None:
         if not self.observe_needed:
             return None
-        values = self.variables(OBSERVE, version, {}, None, None)
+        values = self.variables(OBSERVE, version, {}, None, principal)
         values["event"] = event
         return self._engine.activation(values)
 

@@ -37,12 +37,13 @@ from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
+from gateway.server.guard import Guard, build_guard
 from gateway.server.http import build_app
 from gateway.telemetry import Telemetry
 from gateway.upstream.http import ClientPool
 
 log = logging.getLogger("ahp_gateway")
-RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing")
+RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing", "inbound", "uploads")
 
 
 def watched_paths(loaded: LoadedConfig) -> list[Path]:
@@ -112,6 +113,7 @@ class GatewayServer:
         self.pool = ClientPool()
         self.holder: RuntimeHolder | None = None
         self.gateway: Gateway | None = None
+        self.guard: Guard | None = None
         self._app_runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -120,7 +122,8 @@ class GatewayServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}{self.loaded.config.listen.path}"
+        scheme = "https" if self.loaded.config.inbound.tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}{self.loaded.config.listen.path}"
 
     @property
     def observability(self) -> Observability | None:
@@ -135,13 +138,19 @@ class GatewayServer:
     async def start(self) -> None:
         snapshot = build(self.loaded, self.pool)
         self.holder = holder = RuntimeHolder(snapshot)
-        self.gateway = Gateway(holder, self.telemetry)
+        cfg = self.loaded.config
+        metrics_ = self.observability.metrics if self.observability is not None else None
+        self.guard = build_guard(cfg, self.loaded.base_dir, self.host, metrics_)
+        self.gateway = Gateway(holder, self.telemetry, uploads=self.guard.forwarder)
         self.gateway.start()
         self._preregister(snapshot)
         self.readiness.config_loaded = True
-        cfg = self.loaded.config
-        app = build_app(self.gateway, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
-        self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
+        uploads = cfg.uploads.path if cfg.uploads is not None else None
+        limit = lambda: holder.current.loaded.config.limits.maxBodyBytes  # noqa: E731
+        app = build_app(self.gateway, cfg.listen.path, limit, self.guard, uploads)
+        self._app_runner, self.port = await self._serve(
+            app, self.host, self.port, cancel=True, ssl_context=self.guard.ssl_context
+        )
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
         self._admin_runner, self.admin_port = await self._serve(admin, self.admin_host, self.admin_port, cancel=False)
@@ -150,11 +159,15 @@ class GatewayServer:
         if cfg.reload.watch:
             self._watch_task = _tasks.spawn(self._watch(), name="config-watch")
 
-    async def _serve(self, app: web.Application, host: str, port: int, *, cancel: bool) -> tuple[web.AppRunner, int]:
+    async def _serve(
+        self, app: web.Application, host: str, port: int, *, cancel: bool, ssl_context: Any = None
+    ) -> tuple[web.AppRunner, int]:
         timeout = self.loaded.config.shutdown.drainTimeoutSeconds
         runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_port=self.reuse_port or None, backlog=1024)
+        site = web.TCPSite(
+            runner, host, port, reuse_port=self.reuse_port or None, backlog=1024, ssl_context=ssl_context
+        )
         await site.start()
         server: Any = site._server
         sockets = getattr(server, "sockets", None)
@@ -226,6 +239,8 @@ class GatewayServer:
             for upstream in self.holder.current.upstreams:
                 await upstream.aclose()
         await self.pool.aclose()
+        if self.guard is not None:
+            await self.guard.aclose()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
             self._admin_runner = None

@@ -19,7 +19,7 @@ _JSON = "application/json"
 
 
 class Authorizer(Protocol):
-    async def authorization(self) -> str: ...
+    async def authorization(self) -> str | None: ...
 
 
 class ClientPool:
@@ -80,7 +80,9 @@ class HttpUpstream:
         if extra:
             headers.update(extra)
         if self._authorizer is not None:
-            headers["Authorization"] = await self._authorizer.authorization()
+            value = await self._authorizer.authorization()
+            if value:  # None: no credential yet (RFC 9728 discovery happens on a 401)
+                headers["Authorization"] = value
         return headers
 
     async def intercept(self, call: Call) -> Reply | Failure:
@@ -94,7 +96,13 @@ class HttpUpstream:
         return outcome if isinstance(outcome, Failure) else None
 
     async def _post(
-        self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None, *, answer: bool
+        self,
+        message: dict[str, Any],
+        timeout: float,
+        headers: Mapping[str, str] | None,
+        *,
+        answer: bool,
+        retried: bool = False,
     ) -> bytes | Failure:
         """POST one JSON-RPC object. ``answer``: a request (200 and a bounded body expected);
         otherwise a notification (any 2xx, the body is ignored)."""
@@ -105,6 +113,8 @@ class HttpUpstream:
                     self.url, data=orjson.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
                 ) as response:
                     status = response.status
+                    if status == 401 and not retried and await self._rediscover(response):
+                        return await self._post(message, timeout, headers, answer=answer, retried=True)
                     if not answer:
                         await response.read()
                         return b"" if 200 <= status < 300 else self._status_failure(status)
@@ -127,6 +137,14 @@ class HttpUpstream:
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
         except aiohttp.ClientError as exc:
             return Failure(FailureClass.INVALID_RESPONSE, exc.__class__.__name__)
+
+    async def _rediscover(self, response: aiohttp.ClientResponse) -> bool:
+        """Discovered credentials (gateway.credentials.discovery) get one retry after a 401."""
+        retry = getattr(self._authorizer, "on_unauthorized", None)
+        if retry is None:
+            return False
+        response.release()
+        return bool(await retry(response.headers.get("WWW-Authenticate")))
 
     def _status_failure(self, status: int) -> Failure:
         if status in (401, 403):

@@ -76,6 +76,9 @@ configuration it started with and changes arrive by a rolling update).
 {{- $reload := default (dict) $cfg.reload }}
 {{- $_ := set $reload "watch" (eq .Values.reloadStrategy "hot") }}
 {{- $_ := set $cfg "reload" $reload }}
+{{- if and (not $cfg.inbound) (eq (include "ahp-gateway.inboundTokens" .) "true") }}
+{{- $_ := set $cfg "inbound" (dict "auth" (dict "type" "bearer" "tokensFile" (printf "%s/%s" (trimSuffix "/" .Values.inboundAuth.mountPath) .Values.inboundAuth.key))) }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -179,4 +182,11 @@ extraVolumeMounts). Fails the render with the hook id otherwise.
 
 {{- define "ahp-gateway.secretMountPath" -}}
 {{- default (printf "/var/run/secrets/ahp-gateway/%s" .secretName) .mountPath | trimSuffix "/" }}
+{{- end }}
+
+{{/* "true" when the chart mounts the inbound bearer tokens Secret (no config.inbound given). */}}
+{{- define "ahp-gateway.inboundTokens" -}}
+{{- $cfg := default (dict) .Values.config }}
+{{- $auth := default (dict) .Values.inboundAuth }}
+{{- if and (not $cfg.inbound) (eq (default "bearer" $auth.type) "bearer") }}true{{ else }}false{{ end }}
 {{- end }}

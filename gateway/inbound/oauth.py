@@ -1,0 +1,230 @@
+"""The gateway as an OAuth 2.0 protected resource: JWT access tokens (RFC 9068) from one issuer.
+
+Signatures are checked with joserfc against the issuer's JWKS (``jwksUri``, else the issuer
+metadata's ``jwks_uri``, RFC 8414), cached for ``jwksCacheSeconds`` (a removed key stops working);
+a token with an unknown ``kid`` triggers one refetch at most every ``jwksRefetchSeconds`` (single
+flight). An unreachable issuer keeps the last key set. Claims: ``iss`` exactly the issuer, ``aud``
+containing the gateway's resource identifier, ``exp`` required and ``nbf`` honoured with a small
+clock skew, every ``requiredScopes`` entry present. Refusals carry ``WWW-Authenticate: Bearer
+resource_metadata="…"`` pointing at the RFC 9728 document the gateway serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import orjson
+from joserfc import jwt
+from joserfc.errors import BadSignatureError, DecodeError, InvalidKeyIdError, JoseError
+from joserfc.jwk import KeySet
+
+from gateway.config.models import InboundOAuth
+from gateway.credentials.oauth import _metadata_urls
+from gateway.inbound.bearer import bearer_credential
+from gateway.inbound.principal import Principal, Refusal
+
+log = logging.getLogger("ahp_gateway")
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+MAX_TOKEN = 16 * 1024
+MAX_DOCUMENT = 512 * 1024
+TIME_CLAIMS = frozenset(("exp", "nbf", "iat", "jti"))
+ACCESS_TOKEN_TYPES = frozenset(("jwt", "at+jwt", "application/at+jwt"))
+
+
+def metadata_path(resource: str) -> str:
+    """RFC 9728 §3.1: the well-known segment goes between the host and the resource's path."""
+    path = urlsplit(resource).path.rstrip("/")
+    return WELL_KNOWN + path
+
+
+def metadata_url(resource: str) -> str:
+    parts = urlsplit(resource)
+    return urlunsplit((parts.scheme, parts.netloc, metadata_path(resource), "", ""))
+
+
+def resource_document(cfg: InboundOAuth) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "resource": cfg.audience,
+        "authorization_servers": [cfg.issuer],
+        "bearer_methods_supported": ["header"],
+    }
+    if cfg.requiredScopes:
+        document["scopes_supported"] = list(cfg.requiredScopes)
+    return document
+
+
+class IssuerUnavailable(Exception):
+    pass
+
+
+class JwtAuthenticator:
+    scheme = "oauth"
+
+    def __init__(self, cfg: InboundOAuth, *, ca_file: str | None = None, clock: Any = time.time) -> None:
+        self.cfg = cfg
+        self.issuer = cfg.issuer
+        self._ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        self._clock = clock
+        self._keys: KeySet | None = None
+        self._fetched_at = -1e18
+        self._jwks_uri = cfg.jwksUri
+        self._lock = asyncio.Lock()
+        self._session: aiohttp.ClientSession | None = None
+        self.fetches = 0
+        self.attempts = 0
+        challenge = f'Bearer resource_metadata="{metadata_url(cfg.audience)}"'
+        self._challenge = challenge
+        self._invalid = challenge + ', error="invalid_token"'
+        scope = " ".join(cfg.requiredScopes)
+        self._scope = challenge + f', error="insufficient_scope", scope="{scope}"'
+
+    # ------------------------------------------------------------------ JWKS
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _get_json(self, url: str) -> Any:
+        async with self._http().get(url, allow_redirects=False, ssl=self._ssl) as response:
+            if response.status != 200:
+                raise IssuerUnavailable(f"{url} answered HTTP {response.status}")
+            body = await response.content.read(MAX_DOCUMENT + 1)
+            if len(body) > MAX_DOCUMENT:
+                raise IssuerUnavailable(f"{url} answered an oversized document")
+            return orjson.loads(body)
+
+    async def _discover_jwks(self) -> str:
+        if self._jwks_uri is not None:
+            return self._jwks_uri
+        for url in _metadata_urls(self.issuer):
+            try:
+                meta = await self._get_json(url)
+            except (IssuerUnavailable, aiohttp.ClientError, OSError, orjson.JSONDecodeError, TimeoutError):
+                continue
+            uri = meta.get("jwks_uri") if isinstance(meta, dict) else None
+            if meta.get("issuer") != self.issuer or not isinstance(uri, str):
+                continue  # RFC 8414 §3.3: the metadata must name the configured issuer
+            if not uri.startswith("https://"):
+                raise IssuerUnavailable("jwks_uri is not https")
+            self._jwks_uri = uri
+            return uri
+        raise IssuerUnavailable("authorization server metadata unavailable")
+
+    async def _refresh(self, *, forced: bool) -> KeySet | None:
+        """Fetch the JWKS (single flight); ``forced`` (unknown kid) obeys the refetch interval."""
+        async with self._lock:
+            now = time.monotonic()
+            age = now - self._fetched_at
+            if self._keys is not None:
+                if forced and age < self.cfg.jwksRefetchSeconds:
+                    return self._keys  # an unknown kid within the refetch interval: no fetch storm
+                if not forced and age < self.cfg.jwksCacheSeconds:
+                    return self._keys
+            if self._keys is None and now - self._fetched_at < min(self.cfg.jwksRefetchSeconds, 5.0):
+                return None  # the issuer just failed: unauthenticated callers must not drive a fetch storm
+            self._fetched_at = now
+            self.attempts += 1
+            try:
+                uri = await self._discover_jwks()
+                data = await self._get_json(uri)
+                keys = KeySet.import_key_set(data)
+            except (IssuerUnavailable, aiohttp.ClientError, OSError, orjson.JSONDecodeError, TimeoutError) as exc:
+                log.warning(
+                    "inbound OAuth: JWKS unavailable (%s)",
+                    exc if isinstance(exc, IssuerUnavailable) else exc.__class__.__name__,
+                )
+                return self._keys
+            except (JoseError, ValueError, TypeError, KeyError):
+                log.warning("inbound OAuth: the issuer's JWKS is malformed")
+                return self._keys
+            self.fetches += 1
+            self._keys = keys
+            return keys
+
+    # ------------------------------------------------------------------ tokens
+    async def authenticate(self, headers: Mapping[str, str]) -> Principal | Refusal:
+        token = bearer_credential(headers)
+        if token is None:
+            return Refusal(401, "missing", self._challenge)
+        if isinstance(token, Refusal) or len(token) > MAX_TOKEN:
+            return Refusal(401, "malformed", self._challenge + ', error="invalid_request"')
+        keys = self._keys
+        if keys is None or time.monotonic() - self._fetched_at >= self.cfg.jwksCacheSeconds:
+            keys = await self._refresh(forced=False)  # first use, or a stale set (removed keys stop working)
+        if keys is None:
+            return Refusal(401, "issuer_unavailable", self._invalid)
+        try:
+            decoded = self._decode(token, keys)
+        except InvalidKeyIdError:
+            fresh = await self._refresh(forced=True)
+            if fresh is None or fresh is keys:
+                return Refusal(401, "unknown_key", self._invalid)
+            try:
+                decoded = self._decode(token, fresh)
+            except InvalidKeyIdError:
+                return Refusal(401, "unknown_key", self._invalid)
+            except (JoseError, ValueError, TypeError):
+                return Refusal(401, "invalid_token", self._invalid)
+        except (BadSignatureError, DecodeError, JoseError, ValueError, TypeError):
+            return Refusal(401, "invalid_token", self._invalid)
+        return self._claims(decoded)
+
+    def _decode(self, token: str, keys: KeySet) -> Any:
+        decoded = jwt.decode(token, keys, algorithms=list(self.cfg.algorithms))
+        typ = decoded.header.get("typ")
+        if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES):
+            raise DecodeError("not an access token")
+        return decoded
+
+    def _claims(self, decoded: Any) -> Principal | Refusal:
+        claims = decoded.claims
+        if not isinstance(claims, dict):
+            return Refusal(401, "invalid_token", self._invalid)
+        if claims.get("iss") != self.issuer:
+            return Refusal(401, "wrong_issuer", self._invalid)
+        audience = claims.get("aud")
+        audiences = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audiences, list) or self.cfg.audience not in audiences:
+            return Refusal(401, "wrong_audience", self._invalid)
+        now = self._clock()
+        skew = self.cfg.clockSkewSeconds
+        exp, nbf = claims.get("exp"), claims.get("nbf")
+        if not isinstance(exp, int | float) or isinstance(exp, bool):
+            return Refusal(401, "invalid_token", self._invalid)
+        if exp + skew <= now:
+            return Refusal(401, "expired", self._invalid)
+        if nbf is not None and (not isinstance(nbf, int | float) or nbf - skew > now):
+            return Refusal(401, "invalid_token", self._invalid)
+        granted = _scopes(claims)
+        if any(scope not in granted for scope in self.cfg.requiredScopes):
+            return Refusal(403, "insufficient_scope", self._scope)
+        name = claims.get("sub") or claims.get("client_id")
+        if not isinstance(name, str) or not name:
+            return Refusal(401, "invalid_token", self._invalid)
+        attributes: dict[str, Any] = {
+            k: v for k, v in claims.items() if k not in TIME_CLAIMS and isinstance(v, str | int | float | bool | list)
+        }
+        attributes["scopes"] = sorted(granted)
+        return Principal(name, MappingProxyType(attributes), "oauth")
+
+
+def _scopes(claims: dict[str, Any]) -> set[str]:
+    scope = claims.get("scope")
+    if isinstance(scope, str):
+        return set(scope.split())
+    scp = claims.get("scp")
+    if isinstance(scp, list):
+        return {s for s in scp if isinstance(s, str)}
+    return set()

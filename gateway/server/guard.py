@@ -1,0 +1,221 @@
+"""aiohttp glue for inbound authentication and the upload receiver.
+
+Every harness request and upload is authenticated from its headers and TLS peer before a byte
+of the body is read (an ``Expect: 100-continue`` client is refused before it sends the body).
+The upload endpoint implements protocol §13.2 as a receiver: ``POST`` raw octets with an exact
+``Content-Length`` and ``AHP-Content-SHA256``; ``201`` with ``{ref, size, sha256}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from gateway.inbound.gate import Gate, Peer
+from gateway.inbound.oauth import WELL_KNOWN, metadata_path, resource_document
+from gateway.inbound.principal import Principal, Refusal
+from gateway.uploads.forward import Forwarder
+from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
+
+log = logging.getLogger("ahp_gateway")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+DIGEST_HEADER = "AHP-Content-SHA256"
+_KEY: web.RequestKey[Principal | Refusal] = web.RequestKey("ahp_gateway.principal", object)  # type: ignore[arg-type]
+_OCTETS = "application/octet-stream"
+
+
+def peer_of(request: web.Request, gate: Gate) -> Peer:
+    transport = request.transport
+    if transport is None:
+        return Peer(None)
+    peername = transport.get_extra_info("peername")
+    host = peername[0] if isinstance(peername, tuple) and peername else None
+    certificate = None
+    if gate.tls is not None and gate.tls.mutual:
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            certificate = ssl_object.getpeercert() or None  # verified in the handshake (CERT_REQUIRED)
+    return Peer(host, certificate)
+
+
+def refusal_response(refusal: Refusal) -> web.Response:
+    headers = {"WWW-Authenticate": refusal.challenge} if refusal.challenge else {}
+    text = "unauthorized\n" if refusal.status == 401 else "forbidden\n"
+    return web.Response(status=refusal.status, text=text, headers=headers)
+
+
+class Guard:
+    def __init__(
+        self,
+        gate: Gate,
+        store: UploadStore | None = None,
+        max_upload: int = 0,
+        count_upload: Callable[[str], None] | None = None,
+        forwarder: Forwarder | None = None,
+    ) -> None:
+        self.gate = gate
+        self.store = store
+        self.forwarder = forwarder
+        self.max_upload = max_upload
+        self._count = count_upload or (lambda outcome: None)
+
+    async def principal(self, request: web.Request) -> Principal | web.Response:
+        """The caller, authenticated once per request (the expect handler may have done it)."""
+        found = request.get(_KEY)
+        if found is None:
+            found = await self.gate.authenticate(request.headers, peer_of(request, self.gate))
+            request[_KEY] = found
+        return refusal_response(found) if isinstance(found, Refusal) else found
+
+    async def expect(self, request: web.Request) -> web.StreamResponse | None:
+        """``Expect: 100-continue``: refuse before the client sends the body."""
+        outcome = await self.principal(request)
+        if isinstance(outcome, web.StreamResponse):
+            return outcome
+        if request.path == getattr(self, "upload_path", None):
+            early = self._framing(request)
+            if early is not None:
+                return early
+        expect = request.headers.get("Expect", "")
+        if expect.lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text="unknown Expect\n")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+        return None
+
+    @property
+    def ssl_context(self) -> Any:
+        return self.gate.tls.context if self.gate.tls is not None else None
+
+    async def aclose(self) -> None:
+        await self.gate.aclose()
+        if self.forwarder is not None:
+            await self.forwarder.aclose()
+        if self.store is not None:
+            self.store.close()
+
+    def install(self, app: web.Application, upload_path: str | None) -> None:
+        oauth = self.gate.oauth_config
+        if oauth is not None:
+            document = resource_document(oauth)
+
+            async def metadata(request: web.Request) -> web.Response:
+                return web.json_response(document, headers={"Cache-Control": "max-age=300"})
+
+            for path in sorted({WELL_KNOWN, metadata_path(oauth.audience)}):
+                app.router.add_get(path, metadata)
+        if upload_path is not None and self.store is not None:
+            self.upload_path = upload_path
+            app.router.add_post(upload_path, self.upload, expect_handler=self.expect)
+
+    # ------------------------------------------------------------------ uploads
+    def _framing(self, request: web.Request) -> web.Response | None:
+        """Checks on headers alone: 400 framing, 413 too large (before the body is read)."""
+
+        def bad(reason: str) -> web.Response:
+            self._count("bad_request")
+            return web.Response(status=400, text=reason + "\n")
+
+        if request.headers.get("Transfer-Encoding") is not None:
+            return bad("chunked or encoded transfer is not allowed; send an exact Content-Length")
+        if request.headers.get("Content-Encoding", "identity").lower() != "identity":
+            return bad("compressed uploads are not allowed")
+        if request.content_type != _OCTETS:
+            return bad("Content-Type must be application/octet-stream")
+        if request.content_length is None:
+            return bad("Content-Length is required")
+        digests = request.headers.getall(DIGEST_HEADER, [])
+        if len(digests) != 1 or not SHA256_HEX.fullmatch(digests[0]):
+            return bad(f"{DIGEST_HEADER} must be one lowercase hex SHA-256 digest")
+        if request.content_length > self.max_upload:
+            self._count("too_large")
+            return web.Response(status=413, text=f"upload exceeds {self.max_upload} bytes\n")
+        return None
+
+    async def upload(self, request: web.Request) -> web.StreamResponse:
+        principal = await self.principal(request)
+        if isinstance(principal, web.StreamResponse):
+            self._count("unauthorized")
+            return principal
+        early = self._framing(request)
+        if early is not None:
+            return early
+        assert self.store is not None and request.content_length is not None
+        size, digest = request.content_length, request.headers[DIGEST_HEADER]
+        try:
+            stored = await self.store.receive(_bounded(request, self.max_upload), size, digest, principal.scope_key)
+        except StoreFull:
+            self._count("storage_full")
+            return web.Response(status=503, text="upload storage is full\n", headers={"Retry-After": "5"})
+        except _TooLarge:
+            self._count("too_large")
+            return web.Response(status=413, text=f"upload exceeds {self.max_upload} bytes\n")
+        except IncompleteBody as exc:
+            self._count("bad_request")
+            return web.Response(status=400, text=f"{exc}\n")
+        except DigestMismatch:
+            self._count("hash_mismatch")
+            return web.Response(status=400, text=f"{DIGEST_HEADER} does not match the body\n")
+        self._count("stored")
+        return web.json_response({"ref": stored.ref, "size": stored.size, "sha256": stored.sha256}, status=201)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _bounded(request: web.Request, limit: int) -> Any:
+    """The body's chunks; more than ``limit`` bytes raises at once (never truncated)."""
+    seen = 0
+    async for chunk in request.content.iter_chunked(65536):
+        seen += len(chunk)
+        if seen > limit:
+            raise _TooLarge
+        yield chunk
+
+
+def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
+    """The guard for one server: refuses an unauthenticated listener off loopback (a config
+    error), counts refusals and uploads, and logs how callers are authenticated."""
+    from gateway.config.issues import ConfigError, Issue
+    from gateway.inbound.gate import describe, unauthenticated_exposure
+    from gateway.inbound.principal import REASONS
+
+    problem = unauthenticated_exposure(cfg, host)
+    if problem is not None:
+        raise ConfigError([Issue("inbound", "$.inbound.auth", problem)])
+    on_refusal = None
+    on_bytes = None
+    count = None
+    on_outcome = None
+    if metrics is not None:
+        for reason in REASONS:
+            metrics.child(metrics.auth_failures, reason)
+
+        def on_refusal(reason: str) -> None:
+            metrics.child(metrics.auth_failures, reason).inc()
+
+        def on_bytes(tier: str, value: int) -> None:
+            metrics.child(metrics.upload_bytes, tier).set(value)
+
+        def count(outcome: str) -> None:
+            metrics.child(metrics.uploads, outcome).inc()
+
+        def on_outcome(hook: str, outcome: str) -> None:
+            metrics.child(metrics.upstream_uploads, hook, outcome).inc()
+
+    gate = Gate(cfg, base, on_refusal=on_refusal)
+    store = None
+    forwarder = None
+    limit = 0
+    if cfg.uploads is not None:
+        store = UploadStore(cfg.uploads.storage, base, on_bytes=on_bytes)
+        forwarder = Forwarder(store, on_outcome)
+        limit = cfg.uploads.maxBytes
+    line = describe(cfg)
+    (log.warning if "UNAUTHENTICATED" in line else log.info)("%s", line)
+    return Guard(gate, store, limit, count, forwarder)
