@@ -37,6 +37,7 @@ from gateway.observability.sink import Observability
 from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.http import build_app
+from gateway.server.limits import GuardedSite, Listeners
 from gateway.telemetry import Telemetry
 from gateway.upstream.http import ClientPool
 
@@ -141,26 +142,31 @@ class GatewayServer:
         self.readiness.config_loaded = True
         holder = self.holder
         cfg = self.loaded.config
-        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
-        self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
+        guards = Listeners(lambda: holder.current.loaded.config.limits, getattr(self.observability, "metrics", None))
+        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits, guards.body_timeout)
+        self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True, guards=guards)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         engine = self.engine
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": engine.open_circuits()})
-        self._admin_runner, self.admin_port = await self._serve(admin, self.admin_host, self.admin_port, cancel=False)
+        self._admin_runner, self.admin_port = await self._serve(
+            admin, self.admin_host, self.admin_port, cancel=False, guards=guards
+        )
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))
         if cfg.reload.watch:
             self._watch_task = _tasks.spawn(self._watch(), name="config-watch")
 
-    async def _serve(self, app: web.Application, host: str, port: int, *, cancel: bool) -> tuple[web.AppRunner, int]:
+    async def _serve(
+        self, app: web.Application, host: str, port: int, *, cancel: bool, guards: Listeners
+    ) -> tuple[web.AppRunner, int]:
         timeout = self.loaded.config.shutdown.drainTimeoutSeconds
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout)
+        options = guards.runner_options(main=cancel)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout, **options)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_port=self.reuse_port or None, backlog=1024)
+        guard = guards.main if cancel else guards.admin
+        site = GuardedSite(runner, host, port, guard=guard, reuse_port=self.reuse_port or None, backlog=1024)
         await site.start()
-        server: Any = site._server
-        sockets = getattr(server, "sockets", None)
-        return runner, (int(sockets[0].getsockname()[1]) if sockets else port)
+        return runner, site.bound_port
 
     # ------------------------------------------------------------------ reload
     async def reload(self) -> bool:
