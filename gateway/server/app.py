@@ -118,6 +118,7 @@ class GatewayServer:
         self._signature: tuple[Any, ...] = ()
         self._reload_lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
+        self.guards: Listeners | None = None
 
     @property
     def url(self) -> str:
@@ -142,7 +143,9 @@ class GatewayServer:
         self.readiness.config_loaded = True
         holder = self.holder
         cfg = self.loaded.config
-        guards = Listeners(lambda: holder.current.loaded.config.limits, getattr(self.observability, "metrics", None))
+        self.guards = guards = Listeners(
+            lambda: holder.current.loaded.config.limits, getattr(self.observability, "metrics", None)
+        )
         app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits, guards.body_timeout)
         self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True, guards=guards)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
