@@ -83,7 +83,7 @@ def raw_request(body: bytes, *, path: str = "/", headers: dict[str, str] | None 
 
 def status_of(response: bytes) -> int | None:
     """The status code of the first HTTP response in ``response`` (None if there is none)."""
-    if not response.startswith(b"HTTP/1."):
+    if not response.startswith(b"HTTP/"):
         return None
     try:
         return int(response.split(b" ", 2)[1])
