@@ -88,6 +88,8 @@ class Adversary:
         """Connections still open (the gateway must close the ones it gave up on)."""
         self.gate: asyncio.Event | None = None
         """When set, every answer waits for this event first."""
+        self.seen: set[Any] | None = None
+        """When a set, the id of every request received is added (the soak's model needs it)."""
 
     def _tls(self, directory: Path) -> None:
         import trustme
@@ -141,6 +143,8 @@ class Adversary:
                 return
             self.received += 1
             self.got_request.set()
+            if self.seen is not None:
+                self.seen.add(request.get("id"))
             if self.gate is not None:
                 await self.gate.wait()
             mode = self.mode
