@@ -276,3 +276,14 @@ async def test_flood_to_the_descriptor_limit_leaves_healthz_answering(tmp_path: 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_readme_configuration_lists_every_limit_with_its_default():
+    """The configuration reference shows every ``limits`` key with its real default."""
+    from gateway.config.models import Limits
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Configuration", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    documented = yaml.safe_load(block)["limits"]
+    defaults = {name: field.default for name, field in Limits.model_fields.items()}
+    assert documented == defaults
