@@ -475,3 +475,29 @@ async def test_gzip_body_through_an_http_client(gateway_factory, stub_factory, h
     status, body = await post(http, server.url, request)
     assert status == 200 and body["id"] == request["id"]
     await wait_for(lambda: True)
+
+
+async def test_malformed_requests_are_not_logged_with_their_bytes(gateway_factory, stub_factory, caplog):
+    """A malformed request carrying a credential: 400, and neither the credential nor a
+    traceback reaches the log (a client could otherwise flood it or make it keep a secret)."""
+    stub = await stub_factory()
+    server = await gateway_factory(gateway_config([hook("org.example.up", stub.url)]))
+    secret = "s3cr3t-token-value"
+    data = (
+        f"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"
+    ).encode()
+    caplog.set_level("DEBUG")
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(data)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(65536), READ_TIMEOUT)
+    writer.close()
+    assert status_of(answer) == 400
+    await wait_for(lambda: any("malformed HTTP request" in r.getMessage() for r in caplog.records))
+    assert all(secret not in r.getMessage() and not r.exc_info for r in caplog.records)
+    assert secret not in caplog.text
+    assert not [
+        r
+        for r in caplog.records
+        if r.levelname in ("ERROR", "WARNING") and r.name.startswith(("aiohttp", "ahp_gateway.http"))
+    ]

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from aiohttp import StreamReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 from gateway.config.models import Limits
@@ -74,6 +75,25 @@ def clamp_main_cap(configured: int, admin_cap: int, fd_limit: int | None = None)
         )
         return clamped
     return configured
+
+
+class _ClientErrors(logging.Filter):
+    """aiohttp logs every malformed request at ERROR with a traceback quoting the offending
+    bytes, which may be an ``Authorization`` header: a client can flood the log or make it
+    record a secret. Such records become one DEBUG line naming only the error class."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        record.msg, record.args = "malformed HTTP request rejected (%s)", (exc.__class__.__name__,)
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return HTTP_LOG.isEnabledFor(logging.DEBUG)
+
+
+HTTP_LOG = logging.getLogger("ahp_gateway.http")
+HTTP_LOG.addFilter(_ClientErrors())
 
 
 class ConnectionGuard:
@@ -157,6 +177,7 @@ class Listeners:
         decodes with the limit applied to the decoded size."""
         cfg = self._limits()
         options: dict[str, Any] = {
+            "logger": HTTP_LOG,
             "keepalive_timeout": cfg.idleTimeoutSeconds,
             "lingering_time": min(10.0, cfg.bodyTimeoutMs / 1000),
         }
