@@ -16,6 +16,10 @@ a file descriptor for minutes, and enough of them starved both listeners. Here:
   with a reserve for the admin listener and for upstream connections, so ``/healthz`` and
   ``/metrics`` keep answering while the main listener is flooded.
 
+The guard reads three attributes of aiohttp's ``RequestHandler`` (``_waiter``, ``_messages``,
+``_request_count``) to tell "waiting for a request" from "serving one"; tests/test_slow_clients.py
+fails if an aiohttp upgrade changes them.
+
 Request bodies with ``Content-Encoding`` (gzip or deflate) are decoded here too, with
 ``maxBodyBytes`` enforced on the decoded size while decoding: a compression bomb is refused
 after at most ``maxBodyBytes`` of output, never inflated.
