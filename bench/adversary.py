@@ -5,7 +5,7 @@ Used by the fault-matrix tests and the soak run. The fault for a request is the 
 
 ``hang`` never answers; ``reset`` answers with a TCP RST; ``half_close`` shuts its write side
 without answering; ``drip`` sends headers then one body byte per 50 ms; ``http_500`` a 500 with a
-valid-looking answer; ``html`` a 200 HTML page; ``huge`` an endless chunked answer;
+valid-looking answer; ``html`` a 200 HTML page; ``huge`` an 8 MiB chunked answer;
 ``malformed_json`` a truncated JSON object; ``wrong_id`` a valid answer for another id;
 ``unadvertised_effect`` an ``ask`` nobody advertised; ``missing_result`` neither result nor
 error; ``late`` a valid deny after ``late_after`` seconds; ``hold`` waits for the gateway to close
@@ -88,6 +88,7 @@ class Adversary:
         """Connections still open (the gateway must close the ones it gave up on)."""
         self.gate: asyncio.Event | None = None
         """When set, every answer waits for this event first."""
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.seen: set[Any] | None = None
         """When a set, the id of every request received is added (the soak's model needs it)."""
 
@@ -126,8 +127,13 @@ class Adversary:
         return self
 
     async def aclose(self) -> None:
+        """Stop listening and end every connection still being served (nothing outlives a test)."""
         if self._server is not None:
             self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
@@ -137,6 +143,9 @@ class Adversary:
     # ------------------------------------------------------------------ serving
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.active += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             request = await self._read(reader)
             if request is None:
@@ -157,6 +166,8 @@ class Adversary:
             pass
         finally:
             self.active -= 1
+            if task is not None:
+                self._tasks.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -209,7 +220,7 @@ class Adversary:
         if mode == "huge":
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
             chunk = b" " * 65536
-            for _ in range(1024):  # up to 64 MiB, until the gateway gives up
+            for _ in range(128):  # up to 8 MiB (over the default maxResponseBytes), until the gateway gives up
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 await writer.drain()
             return

@@ -46,7 +46,8 @@ AFTER = "org.example.after"
 CAPS = {"effects": ["deny", "message"]}
 AFTER_MESSAGE = {"type": "message", "text": "after ran"}
 ADV_TIMEOUT_MS = 150
-DEADLINE_MS = 400
+AFTER_TIMEOUT_MS = 300
+DEADLINE_MS = 600
 OPEN_SECONDS = 0.3
 FAULTS = [f for f in FAILURE_CLASS if f != "tls"]  # TLS failure is a server property: the fault matrix covers it
 HEALTHY = ["ok", "ok", "ok", "deny", "message"]
@@ -79,7 +80,7 @@ class Tally:
 
 
 def config(adv_url: str, after_url: str, gen: Generation, port: int, admin: int) -> dict[str, Any]:
-    def entry(hook_id: str, url: str, policy: str, **extra: Any) -> dict[str, Any]:
+    def entry(hook_id: str, url: str, policy: str, timeout: int, **extra: Any) -> dict[str, Any]:
         return {
             "id": hook_id,
             "transport": {"type": "http", "url": url},
@@ -87,7 +88,7 @@ def config(adv_url: str, after_url: str, gen: Generation, port: int, admin: int)
                 {
                     "mode": "intercept",
                     "events": ["tool.before"],
-                    "timeoutMs": ADV_TIMEOUT_MS,
+                    "timeoutMs": timeout,
                     "failurePolicy": policy,
                     "content": {"default": "body"},
                 }
@@ -105,22 +106,27 @@ def config(adv_url: str, after_url: str, gen: Generation, port: int, admin: int)
         "log": {"decisions": "off"},
         "reload": {"watch": False},
         "shutdown": {"drainDelaySeconds": 0, "drainTimeoutSeconds": 2},
-        "hooks": [entry(ADV, adv_url, gen.policy, circuitBreaker=breaker), entry(AFTER, after_url, "fail-open")],
+        "hooks": [
+            entry(ADV, adv_url, gen.policy, ADV_TIMEOUT_MS, circuitBreaker=breaker),
+            entry(AFTER, after_url, "fail-open", AFTER_TIMEOUT_MS),
+        ],
     }
 
 
-def expected(policy: str, behaviour: str) -> list[dict[str, Any]]:
-    """The one right answer for a request whose adversary call behaved as ``behaviour``
-    (a fault name, ``circuit_open``, ``ok``, ``deny`` or ``message``)."""
+def expected(policy: str, behaviour: str, after: bool) -> list[dict[str, Any]]:
+    """The one right answer for a request whose adversary call behaved as ``behaviour`` (a fault
+    name, ``circuit_open``, ``ok``, ``deny`` or ``message``); ``after``: the ``after`` upstream
+    was called (it is not when the adversary decided first, or its own breaker is open)."""
+    tail = [AFTER_MESSAGE] if after else []
     if behaviour == "ok":
-        return [AFTER_MESSAGE]
+        return tail
     if behaviour == "message":
-        return [{"type": "message", "text": "adversary"}, AFTER_MESSAGE]
+        return [{"type": "message", "text": "adversary"}, *tail]
     if behaviour == "deny":
         return [{"type": "deny", "reason": "adversary", "extensions": {GATEWAY: {"upstream": ADV, "kind": "explicit"}}}]
     failure = "circuit_open" if behaviour == "circuit_open" else FAILURE_CLASS[behaviour]
     if policy == "fail-open":
-        return [AFTER_MESSAGE]
+        return tail
     return [
         {
             "type": "deny",
@@ -131,10 +137,10 @@ def expected(policy: str, behaviour: str) -> list[dict[str, Any]]:
     ]
 
 
-def judge(policy: str, behaviour: str, called: bool, effects: Any) -> bool:
+def judge(policy: str, behaviour: str, called: bool, after: bool, effects: Any) -> bool:
     """Right or wrong. ``called``: the adversary received this request; if it did not, the only
     right answer is the one for an open circuit (the call failed fast)."""
-    return effects == expected(policy, behaviour if called else "circuit_open")
+    return effects == expected(policy, behaviour if called else "circuit_open", after)
 
 
 def request(behaviour: str) -> dict[str, Any]:
@@ -183,6 +189,7 @@ class Soak:
     async def _after(self) -> web.AppRunner:
         async def answer(request: web.Request) -> web.Response:
             body = await request.json()
+            self.after_seen.add(body["id"])
             reply = {
                 "jsonrpc": "2.0",
                 "id": body["id"],
@@ -208,6 +215,7 @@ class Soak:
     async def run(self) -> Tally:
         self.adv = await Adversary(late_after=ADV_TIMEOUT_MS / 1000 + 0.1).start()
         self.seen: set[Any] = set()
+        self.after_seen: set[Any] = set()
         self.adv.seen = self.seen
         after = await self._after()
         self.path = self.workdir / "gateway.yaml"
@@ -267,6 +275,7 @@ class Soak:
                     except TimeoutError:
                         self.tally.abandoned += 1
                     self.seen.discard(message["id"])
+                    self.after_seen.discard(message["id"])
                     continue
                 async with call as response:
                     status, body = response.status, await response.read()
@@ -275,12 +284,14 @@ class Soak:
             self.tally.requests += 1
             self.tally.by_behaviour[behaviour] = self.tally.by_behaviour.get(behaviour, 0) + 1
             called = message["id"] in self.seen
+            after_called = message["id"] in self.after_seen
             self.seen.discard(message["id"])
+            self.after_seen.discard(message["id"])
             right = False
             if status == 200:
                 answer = json.loads(body)
                 if answer.get("id") == message["id"] and "result" in answer:
-                    right = judge(policy, behaviour, called, answer["result"]["effects"])
+                    right = judge(policy, behaviour, called, after_called, answer["result"]["effects"])
             self.tally.checked += 1
             if not called:
                 self.tally.circuit_open += 1
@@ -292,6 +303,7 @@ class Soak:
                             "policy": policy,
                             "behaviour": behaviour,
                             "called": called,
+                            "after_called": after_called,
                             "status": status,
                             "body": body[:400].decode("latin-1"),
                         }

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway import __version__
-from gateway.config.load import ConfigError, Issue, LoadedConfig, load
+from gateway.config.issues import ConfigError, Issue
+from gateway.config.load import LoadedConfig, load
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -185,14 +186,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if not isinstance(document, dict):
         print("error: the event file must hold a JSON object", file=sys.stderr)
         return 1
+    principal = None
+    if args.principal:
+        try:
+            principal = json.loads(Path(args.principal).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"error: cannot read principal: {exc}", file=sys.stderr)
+            return 1
     request = request_from(document, caps, snap)
-    for line in explain(snap, request):
+    for line in explain(snap, request, principal):
         print(line)
     if args.call:
 
         async def call() -> list[str]:
             try:
-                return await explain_call(snap, request)
+                return await explain_call(snap, request, principal)
             finally:
                 for upstream in snap.upstreams:
                     await upstream.aclose()
@@ -238,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
+    explain.add_argument(
+        "--principal", help='JSON file: the caller\'s principal, e.g. {"name": "team-a", "attributes": {}}'
+    )
     explain.set_defaults(func=cmd_explain)
 
     policy = sub.add_parser("policy", help="policy-as-code tools")

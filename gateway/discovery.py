@@ -38,7 +38,14 @@ def bound(schemas: Schemas, event: str) -> dict[str, Any]:
     return {"effects": effects, **caps}
 
 
-def manifest_result(cfg: GatewayConfig, served: list[str], observed: list[str], schemas: Schemas) -> dict[str, Any]:
+def manifest_result(
+    cfg: GatewayConfig,
+    served: list[str],
+    observed: list[str],
+    schemas: Schemas,
+    transports: tuple[str, ...] = ("http",),
+) -> dict[str, Any]:
+    """``transports``: the harness-facing bindings this process serves."""
     events = []
     gaps = []
     for event in ALL_EVENTS:
@@ -62,19 +69,22 @@ def manifest_result(cfg: GatewayConfig, served: list[str], observed: list[str], 
         {"path": "effects.extensions", "reason": "extension effect names are not forwarded to upstreams"},
         {"path": "items.body", "reason": "attachment bytes are not re-uploaded; upstreams receive gaps"},
         {"path": "limits.maxContinuations", "reason": "set by the harness per request"},
+        {
+            "path": "limits.maxTimeoutMs",
+            "reason": "none: the gateway answers within limits.deadlineMs, so any longer harness timeout works",
+        },
         {"path": "toolPaths", "reason": "tool paths are whatever the harness reports"},
     ]
     manifest = {
         "events": events,
         "gaps": gaps,
-        "transports": ["http"],
+        "transports": list(transports),
         "authentication": [],
         "toolPaths": [],
         "contentCategories": ["text"],
         "limits": {
             "maxUploadBytes": 0,
             "minTimeoutMs": cfg.limits.deadlineMs + 1,
-            "maxTimeoutMs": 30_000,
         },
         "managedPolicy": {"scopes": ["managed"], "disableable": False},
         "correlationIdentityFields": CORRELATION_FIELDS,

@@ -1,21 +1,26 @@
 """``ahp-gateway explain``: why an event is routed where it is, what local rules decide, and (with
-``--call``) what every upstream answered and the collapsed result. Reads the same snapshot and
-the same ledger as the serving path, so it cannot disagree with it."""
+``--call``) what every upstream answered and the collapsed result. It uses the serving path's own
+stages — the CEL activation, route selection, the local backend, the pipeline — so it cannot
+disagree with it."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from gateway.dispatch import INTERCEPT, Engine
+from gateway.pipeline.gateway import Gateway
 from gateway.policy.backend import LocalPolicyUpstream
 from gateway.policy.cases import complete_event
 from gateway.protocol import wire
 from gateway.protocol.capabilities import narrow
+from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import EvalError
+from gateway.routing.select import verdicts
 from gateway.runtime import RuntimeConfig, RuntimeHolder
 from gateway.settle.ledger import Decision
 from gateway.telemetry import NullTelemetry
+from gateway.upstream.base import Call
 
 
 def request_from(document: dict[str, Any], capabilities: dict[str, Any] | None, snap: RuntimeConfig) -> dict[str, Any]:
@@ -44,39 +49,35 @@ def _fmt(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def explain(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
+def explain(snap: RuntimeConfig, request: dict[str, Any], principal: Mapping[str, Any] | None = None) -> list[str]:
     params = request["params"]
     event = params["event"]
     etype = event.get("type", "?")
+    version = params["protocolVersion"]
     lines = [f"event {etype} id={event.get('id')} source={event.get('source')}"]
-    engine = Engine(RuntimeHolder(snap))
-    variables = engine._variables(snap, INTERCEPT, params["protocolVersion"], params["capabilities"], {})
-    activation = snap.cel.activation({**variables, "event": event})
     routes = snap.intercept_routes.get(etype, ()) + snap.shadow_routes.get(etype, ())
     if not routes:
         lines.append("routing: no intercept subscription matches this event -> effects: [] without any upstream call")
         return lines
+    activation = snap.cel.for_intercept(event, version, params["capabilities"], None, principal, None)
     lines.append("routing (in chain order):")
     for route in routes:
-        verdicts = []
+        shown = []
         selected = True
-        for program in route.when:
-            result = program.eval(activation)
-            shown = f"error: {result.message}" if isinstance(result, EvalError) else str(result).lower()
-            verdicts.append(f"when `{program.source.strip()}` = {shown}")
-            if isinstance(result, EvalError):
-                selected = selected and not route.skip_on_error[route.when.index(program)]
-            elif not result:
+        for (program, result), skip in zip(verdicts(route, activation), route.skip_on_error, strict=True):
+            text = f"error: {result.message}" if isinstance(result, EvalError) else str(result).lower()
+            shown.append(f"when `{program.source.strip()}` = {text}")
+            if (isinstance(result, EvalError) and skip) or result is False:
                 selected = False
         role = "shadow" if route.shadow else ("fail-closed" if route.fail_closed else "fail-open")
         status = "selected" if selected else "not selected"
         lines.append(f"  {route.key} ({route.upstream.kind}, {role}): subscription matches {etype}; {status}")
-        lines.extend(f"      {v}" for v in verdicts)
+        lines.extend(f"      {v}" for v in shown)
         upstream = route.upstream
         if isinstance(upstream, LocalPolicyUpstream) and selected:
             caps = narrow(params["capabilities"], etype)
-            local_request = {**request, "params": {**params, "capabilities": caps}}
-            evaluation = upstream.evaluate(local_request, activation, trace=True)
+            call = Call({**request, "params": {**params, "capabilities": caps}}, 0.0, activation)
+            evaluation = upstream.evaluate(call, trace=True)
             for entry in evaluation.trace:
                 value = entry.result if isinstance(entry.result, str) else str(entry.result).lower()
                 fired = f" -> {entry.emitted}" if entry.emitted else ""
@@ -96,10 +97,12 @@ class _Capture(NullTelemetry):
         self.decision = decision
 
 
-async def explain_call(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
+async def explain_call(
+    snap: RuntimeConfig, request: dict[str, Any], principal: Mapping[str, Any] | None = None
+) -> list[str]:
     capture = _Capture()
-    engine = Engine(RuntimeHolder(snap), capture)
-    status, body = await engine.handle(wire.dumps(request), {})
+    gateway = Gateway(RuntimeHolder(snap), capture)
+    body = await gateway.handle(wire.dumps(request), {}, principal)
     lines = ["calls (real upstreams):"]
     decision = capture.decision
     if decision is not None:
@@ -109,5 +112,5 @@ async def explain_call(snap: RuntimeConfig, request: dict[str, Any]) -> list[str
             lines.append(f"  {step.key}: {step.outcome.value} in {step.latency * 1000:.1f} ms{failure}{answer}")
         if decision.decided_by:
             lines.append(f"decided by {decision.decided_by} ({decision.kind or 'flow'})")
-    lines.append(f"collapsed response (HTTP {status}): {body.decode() if body else ''}")
+    lines.append(f"collapsed response: {body.decode() if body else ''}")
     return lines

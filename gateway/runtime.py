@@ -1,22 +1,27 @@
-"""L5 the runtime snapshot: one immutable :class:`RuntimeConfig` compiled from a validated
+"""The runtime snapshot: one immutable :class:`RuntimeConfig` compiled from a validated
 configuration (upstream objects, CEL programs, routing tables per event type, discovery answers),
-and the one mutable cell that points at the current snapshot.
+and the :class:`RuntimeHolder`, the one owner of which snapshot is live.
 
-A request reads ``holder.current`` once and uses that snapshot until it finishes, so a reload
-never mixes two configurations within one request.
+A request acquires the current snapshot once and uses it until it finishes, so a reload never
+mixes two configurations within one request; a replaced snapshot is retired (its upstream
+resources closed) once its last request has released it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from gateway import heap
-from gateway.config.load import ConfigError, Issue, LoadedConfig, json_path, line_of
+from gateway.config.issues import ConfigError, Issue, json_path
+from gateway.config.load import LoadedConfig, line_of
 from gateway.config.models import Backend, GatewayBackend, HttpTransport, LocalTransport, StdioTransport
 from gateway.credentials.bearer import BearerToken
 from gateway.credentials.oauth import ClientCredentials
@@ -26,7 +31,9 @@ from gateway.policy.library import PolicyError, load_policies
 from gateway.protocol import content, schemas
 from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, matches
 from gateway.routing.cel import CelCompileError, Engine, Program
+from gateway.routing.context import ContextBuilder
 from gateway.upstream.base import Upstream
+from gateway.upstream.circuit import Breakers, CircuitBreaker
 from gateway.upstream.http import ClientPool, HttpUpstream
 from gateway.upstream.stdio import StdioUpstream
 
@@ -37,7 +44,6 @@ class Route:
 
     key: str
     hook_id: str
-    index: int
     mode: str
     upstream: Upstream
     selection: Mapping[str, str]
@@ -48,6 +54,8 @@ class Route:
     timeout: float = 0.0
     fail_closed: bool = False
     shadow: bool = False
+    breaker: CircuitBreaker | None = None
+    """Shared by every route of the hook; None for the local backend (it cannot be down)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,23 +75,69 @@ class RuntimeConfig:
     upstreams: tuple[Upstream, ...]
     slots: Mapping[str, tuple[tuple[str, ...], ...]]
     schemas: schemas.Schemas
-    cel: Engine
-    header_allowlist: frozenset[str]
+    cel: ContextBuilder
+    """The CEL activation builder (variables, NUL guard, which events need one)."""
     observe_timeout: float
-    uses_cel: bool
-    activation_events: frozenset[str]
-    """Event types whose intercepts need a CEL activation (a `when` or a local backend)."""
-    breakers: Mapping[str, tuple[int, float]]
-    """Circuit breaker settings (threshold, open seconds) per remote upstream."""
+    max_inflight: int
+    """Intercepts served at once before answering -32003 (0: unbounded)."""
+    breakers: tuple[tuple[str, CircuitBreaker, int, float], ...]
+    """(hook id, breaker, failure threshold, open seconds) per remote upstream."""
     expression_ids: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class RuntimeHolder:
-    """The one mutable cell: the snapshot new requests start on."""
+    """The one owner of the live snapshot: what new requests start on, who still uses a
+    replaced one, and the circuit breakers that outlive snapshots."""
 
-    def __init__(self, current: RuntimeConfig) -> None:
+    def __init__(self, current: RuntimeConfig, breakers: Breakers | None = None) -> None:
         self.current = current
+        self.breakers = breakers or Breakers()
+        self.breakers.adopt(current.breakers)
+        self._users: dict[int, int] = {}
+
+    def acquire(self) -> RuntimeConfig:
+        """The snapshot a new request runs on; give it back with :meth:`release`."""
+        snap = self.current
+        key = id(snap)
+        self._users[key] = self._users.get(key, 0) + 1
+        return snap
+
+    def release(self, snap: RuntimeConfig) -> None:
+        key = id(snap)
+        remaining = self._users[key] - 1
+        if remaining:
+            self._users[key] = remaining
+        else:
+            del self._users[key]
+
+    def hold(self, snap: RuntimeConfig) -> Callable[[], None]:
+        """One more user of ``snap`` (a queued observation); call the result to release it."""
+        key = id(snap)
+        self._users[key] = self._users.get(key, 0) + 1
+        return lambda: self.release(snap)
+
+    def users(self, snap: RuntimeConfig) -> int:
+        """Requests still running on ``snap``."""
+        return self._users.get(id(snap), 0)
+
+    def swap(self, snapshot: RuntimeConfig) -> RuntimeConfig:
+        """Make ``snapshot`` live (one assignment) and return the one it replaced."""
+        old = self.current
+        self.current = snapshot
+        self.breakers.adopt(snapshot.breakers)
+        return old
+
+    async def retire(self, old: RuntimeConfig, timeout: float) -> None:
+        """Close what only ``old`` used, once its last request has finished (or after
+        ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while self.users(old) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        live = {id(u) for u in self.current.upstreams}
+        for upstream in old.upstreams:
+            if id(upstream) not in live:
+                with contextlib.suppress(Exception):
+                    await upstream.aclose()
 
 
 def _selection(sub: Any) -> tuple[Mapping[str, str], bool]:
@@ -91,8 +145,11 @@ def _selection(sub: Any) -> tuple[Mapping[str, str], bool]:
     return MappingProxyType(selection), all(v == "body" for v in selection.values())
 
 
-def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> RuntimeConfig:
-    """Compile ``loaded`` into a snapshot; every CEL or policy problem becomes a ConfigError."""
+def build(
+    loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None, breakers: Breakers | None = None
+) -> RuntimeConfig:
+    """Compile ``loaded`` into a snapshot; every CEL or policy problem becomes a ConfigError.
+    ``breakers``: the live ones, so a hook that stays keeps its breaker (nothing is changed here)."""
     cfg = loaded.config
     engine = cel or Engine()
     canonical = schemas.load()
@@ -115,8 +172,8 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
     intercept: dict[str, list[Route]] = {e: [] for e in INTERCEPTABLE}
     shadow: dict[str, list[Route]] = {e: [] for e in INTERCEPTABLE}
     observe: dict[str, list[Route]] = {e: [] for e in ALL_EVENTS}
-    uses_cel = False
-    breakers: dict[str, tuple[int, float]] = {}
+    live_breakers = breakers or Breakers()
+    hook_breakers: list[tuple[str, CircuitBreaker, int, float]] = []
     expression_ids: list[str] = []
     for h_index, hook in enumerate(loaded.hooks):
         at: tuple[str | int, ...] = ("hooks", h_index)
@@ -125,10 +182,13 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
             continue
         upstreams.append(upstream)
         gw = hook if isinstance(hook, GatewayBackend) else None
+        breaker: CircuitBreaker | None = None
         if upstream.kind != "local":
             cb = gw.circuitBreaker if gw else None
             if cb is None or cb.enabled:
-                breakers[hook.id] = (cb.failureThreshold, cb.openSeconds) if cb else (5, 5.0)
+                threshold, seconds = (cb.failureThreshold, cb.openSeconds) if cb else (5, 5.0)
+                breaker = live_breakers.for_hook(hook.id, threshold, seconds)
+                hook_breakers.append((hook.id, breaker, threshold, seconds))
         hook_when = compile_when(gw.when if gw else None, (*at, "when"), f"{hook.id}.when")
         hook_skip = (gw.onError == "skip",) * len(hook_when) if gw else ()
         is_shadow = bool(gw and gw.mode == "shadow")
@@ -137,19 +197,18 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
                 sub.when if gw else None, (*at, "subscriptions", s_index, "when"), f"{hook.id}#{s_index}.when"
             )
             when = hook_when + sub_when
-            uses_cel = uses_cel or bool(when)
             expression_ids.extend(p.id for p in when if p.id not in expression_ids)
             selection, identity = _selection(sub)
             common: dict[str, Any] = {
                 "key": f"{hook.id}#{s_index}",
                 "hook_id": hook.id,
-                "index": s_index,
                 "upstream": upstream,
                 "selection": selection,
                 "identity": identity,
                 "include_native": sub.includeNative,
                 "when": when,
                 "skip_on_error": hook_skip + (sub.onError == "skip",) * len(sub_when),
+                "breaker": breaker,
             }
             if sub.mode == "intercept":
                 closed = sub.failurePolicy == "fail-closed" or sub.scope == "managed" or sub.disableable is False
@@ -192,16 +251,19 @@ def build(loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None) -> 
         upstreams=tuple(upstreams),
         slots=MappingProxyType(content.content_slots(canonical)),
         schemas=canonical,
-        cel=engine,
-        header_allowlist=frozenset(h.lower() for h in cfg.headers),
-        observe_timeout=cfg.observe.timeoutMs / 1000,
-        uses_cel=uses_cel,
-        activation_events=frozenset(
-            event
-            for event, routes in (*frozen_intercept.items(), *frozen_shadow.items())
-            if uses_cel or any(r.upstream.kind == "local" for r in routes)
+        cel=ContextBuilder(
+            engine,
+            frozenset(h.lower() for h in cfg.headers),
+            frozenset(
+                event
+                for event, routes in (*frozen_intercept.items(), *frozen_shadow.items())
+                if any(r.when or r.upstream.kind == "local" for r in routes)
+            ),
+            any(r.when for routes in frozen_observe.values() for r in routes),
         ),
-        breakers=MappingProxyType(breakers),
+        observe_timeout=cfg.observe.timeoutMs / 1000,
+        max_inflight=cfg.limits.maxInflight,
+        breakers=tuple(hook_breakers),
         expression_ids=tuple(expression_ids),
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.settle.ledger import Decision, StepRecord
+from gateway.settle.ledger import Decision
 
 
 class Telemetry(Protocol):
@@ -22,11 +22,11 @@ class Telemetry(Protocol):
     def routed(self, hook_id: str) -> None: ...
     def cel_error(self, expression_id: str) -> None: ...
     def parallel_fallback(self) -> None: ...
-    def shadow(self, hook_id: str, verdict: str, record: StepRecord) -> None: ...
+    def shadow(self, hook_id: str, verdict: str) -> None: ...
     def observe_received(self, status: str) -> None: ...
     def observe_dropped(self, reason: str) -> None: ...
     def observe_queue(self, depth: int) -> None: ...
-    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None: ...
+    def observe_delivered(self, hook_id: str, outcome: str) -> None: ...
     def circuit(self, hook_id: str, is_open: bool) -> None: ...
 
 
@@ -58,7 +58,7 @@ class NullTelemetry:
     def parallel_fallback(self) -> None:
         return None
 
-    def shadow(self, hook_id: str, verdict: str, record: StepRecord) -> None:
+    def shadow(self, hook_id: str, verdict: str) -> None:
         return None
 
     def observe_received(self, status: str) -> None:
@@ -70,7 +70,7 @@ class NullTelemetry:
     def observe_queue(self, depth: int) -> None:
         return None
 
-    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None:
+    def observe_delivered(self, hook_id: str, outcome: str) -> None:
         return None
 
     def circuit(self, hook_id: str, is_open: bool) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config.load import ConfigError, load
+from gateway.config.issues import ConfigError
+from gateway.config.load import load
 from tests.conftest import VECTORS
 
 REG_FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft" / "registration"

@@ -60,7 +60,7 @@ async def test_observers_and_uncalled_interceptors_get_one_copy(gateway_factory,
         status, body = await post(http, gw.url, note(event))
         assert (status, body) == (202, None)
     await wait_for(lambda: len(skipped.observed) == 1 and len(audit.observed) == 1)
-    await gw.engine.drain(2)
+    await gw.gateway.drain(2)
     assert denier.observed == []  # already called for this event
     assert len(skipped.observed) == 1 and len(audit.observed) == 1
     assert skipped.observed[0]["params"]["event"]["id"] == event["id"]

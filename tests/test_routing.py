@@ -87,5 +87,5 @@ async def test_routing_is_evaluated_for_observations_too(gateway_factory, stub_f
             {"jsonrpc": "2.0", "method": "hooks/observe", "params": {"protocolVersion": "draft", "event": event}},
         )
     await wait_for(lambda: len(audit.observed) == 1)
-    await gw.engine.drain(2)
+    await gw.gateway.drain(2)
     assert [o["params"]["event"]["tool"]["name"] for o in audit.observed] == ["shell"]

@@ -93,7 +93,7 @@ async def test_deny_from_first_backend_skips_the_rest_and_observers_get_the_sett
         from tests.conftest import wait_for
 
         await wait_for(lambda: len(second.observations) == 1)
-        await server.engine.drain(2)
+        await server.gateway.drain(2)
         assert second.intercepts == []
         assert len(first.intercepts) == 1
         # first was called for this event: its explicit observe subscription still gets one copy

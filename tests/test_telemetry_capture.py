@@ -21,10 +21,10 @@ class Capture(NullTelemetry):
     def observe_received(self, status: str) -> None:
         self.observed.append(status)
 
-    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None:
+    def observe_delivered(self, hook_id: str, outcome: str) -> None:
         self.delivered.append((hook_id, outcome))
 
-    def shadow(self, hook_id: str, verdict: str, record: Any) -> None:
+    def shadow(self, hook_id: str, verdict: str) -> None:
         self.shadows.append((hook_id, verdict))
 
     def cel_error(self, expression_id: str) -> None:

@@ -10,7 +10,7 @@ import importlib.util
 import ipaddress
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -18,30 +18,11 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gateway.config.issues import ConfigError, Issue, PathItem, json_path
 from gateway.config.models import Backend, GatewayBackend, GatewayConfig, HttpTransport, RegistrationDocument
 from gateway.protocol.events import INTERCEPTABLE, expand
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "data" / "gateway.default.yaml"
-PathItem = str | int
-
-
-@dataclass(frozen=True, slots=True)
-class Issue:
-    file: str
-    path: str
-    message: str
-    line: int | None = None
-    severity: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.path}: {self.message}"
-
-
-class ConfigError(Exception):
-    def __init__(self, issues: list[Issue]) -> None:
-        super().__init__("\n".join(str(i) for i in issues))
-        self.issues = issues
 
 
 @dataclass(frozen=True)
@@ -52,8 +33,6 @@ class LoadedConfig:
     warnings: tuple[Issue, ...]
     files: tuple[Path, ...]
     """Every file the configuration was built from (watched for hot reload)."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Compiled artefacts attached by later layers (CEL programs, policies)."""
 
     @property
     def base_dir(self) -> Path:
@@ -62,13 +41,6 @@ class LoadedConfig:
     @property
     def is_default(self) -> bool:
         return self.path == DEFAULT_CONFIG
-
-
-def json_path(items: tuple[PathItem, ...] | list[PathItem]) -> str:
-    out = "$"
-    for item in items:
-        out += f"[{item}]" if isinstance(item, int) else f".{item}"
-    return out
 
 
 class _Source:

@@ -43,6 +43,9 @@ class Limits(Model):
     maxBodyBytes: int = Field(1_048_576, ge=1024, description="Largest harness request body; larger gets 413.")
     deadlineMs: int = Field(2000, ge=1, description="Total budget for one intercept, all upstreams included.")
     maxResponseBytes: int = Field(4_194_304, ge=1024, description="Largest upstream answer accepted.")
+    maxInflight: int = Field(
+        1000, ge=0, description="Intercepts served at once per worker; beyond it -32003 at once (0: unbounded)."
+    )
     headerTimeoutMs: int = Field(10_000, ge=10, description="Request line and headers must arrive within this.")
     bodyTimeoutMs: int = Field(30_000, ge=10, description="A request body must arrive within this after its headers.")
     idleTimeoutSeconds: float = Field(75.0, gt=0, description="Idle keep-alive connections close after this.")

@@ -9,7 +9,7 @@ from typing import Any
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics, event_label, method_label
 from gateway.observability.tracing import Spans, TraceContext, child_headers, from_request
-from gateway.settle.ledger import Decision, Outcome, StepOutcome, StepRecord
+from gateway.settle.ledger import Decision, Outcome, StepOutcome
 
 INTERCEPT = "hooks/intercept"
 
@@ -61,6 +61,10 @@ class Observability:
         for step in decision.steps:
             if step.outcome in (StepOutcome.NOT_CALLED, StepOutcome.CANCELLED):
                 continue
+            if not step.called:  # deadline spent before its turn: not a call, not its latency
+                if step.outcome is StepOutcome.FAILED_OPEN:
+                    m.child(m.fail_open, step.hook_id, step.failure or "unknown").inc()
+                continue
             m.child(m.upstream_duration, step.hook_id, step.kind).observe(step.latency)
             result = step.failure or ("deny" if step.outcome is StepOutcome.DENY else "ok")
             m.child(m.upstream_calls, step.hook_id, result).inc()
@@ -107,7 +111,7 @@ class Observability:
     def parallel_fallback(self) -> None:
         self.metrics.parallel_fallbacks.inc()
 
-    def shadow(self, hook_id: str, verdict: str, record: StepRecord) -> None:
+    def shadow(self, hook_id: str, verdict: str) -> None:
         m = self.metrics
         m.child(m.shadow, hook_id, verdict).inc()
 
@@ -124,7 +128,7 @@ class Observability:
     def observe_queue(self, depth: int) -> None:
         self.metrics.observe_queue.set(depth)
 
-    def observe_delivered(self, hook_id: str, outcome: str, seconds: float) -> None:
+    def observe_delivered(self, hook_id: str, outcome: str) -> None:
         m = self.metrics
         m.child(m.observe_deliveries, hook_id, outcome).inc()
 

@@ -1,8 +1,10 @@
 """The local policy backend: a chain entry that answers in-process from CEL rules.
 
-It is just another upstream: its answer is a JSON-RPC response that goes through the same atomic
-acceptance and settlement as a remote one. A rule evaluation error is an operational failure of
-this backend, so its subscription's failure policy applies.
+It is just another upstream behind the same :class:`~gateway.upstream.base.Call` interface. It
+reuses the request's CEL activation (rebound when an earlier upstream modified the event) and
+answers with its effect list directly: no JSON-RPC envelope is built and parsed again, but the
+effects still go through the same grant checks and settlement as a remote answer. A rule
+evaluation error is an operational failure of this backend, so its failure policy applies.
 """
 
 from __future__ import annotations
@@ -12,15 +14,9 @@ from typing import Any
 
 from gateway.policy.library import Evaluation, Library
 from gateway.routing.cel import Activation, Engine
+from gateway.routing.context import rebind, standalone
 from gateway.settle.outcome import Failure, FailureClass, Reply
-
-EMPTY_VARIABLES: Mapping[str, Any] = {
-    "method": "hooks/intercept",
-    "protocolVersion": "draft",
-    "capabilities": {},
-    "principal": {},
-    "headers": {},
-}
+from gateway.upstream.base import Call
 
 
 class LocalPolicyUpstream:
@@ -31,44 +27,23 @@ class LocalPolicyUpstream:
         self.library = library
         self._engine = engine
 
-    def activation_for(
-        self, request: dict[str, Any], variables: Mapping[str, Any] | None, shared: Activation | None
-    ) -> Activation:
-        """Reuse the request-wide activation when this backend sees the very same event object."""
-        event = request["params"]["event"]
-        if shared is not None and shared.values.get("event") is event:
-            return shared
-        if variables is None:
-            values = {**EMPTY_VARIABLES, "capabilities": request["params"]["capabilities"]}
-        else:
-            values = dict(variables)
-        values["event"] = event
-        return self._engine.activation(values)
+    def activation_for(self, call: Call) -> Activation:
+        params = call.request["params"]
+        event = params["event"]
+        if call.activation is None:
+            return standalone(self._engine, event, params["capabilities"], params["protocolVersion"])
+        return rebind(self._engine, call.activation, event)
 
-    def evaluate(self, request: dict[str, Any], activation: Activation, *, trace: bool = False) -> Evaluation:
-        params = request["params"]
+    def evaluate(self, call: Call, *, trace: bool = False) -> Evaluation:
+        params = call.request["params"]
+        activation = self.activation_for(call)
         return self.library.evaluate(params["event"]["type"], activation, params["capabilities"], trace=trace)
 
-    async def intercept(
-        self,
-        request: dict[str, Any],
-        timeout: float,
-        headers: Mapping[str, str] | None = None,
-        *,
-        variables: Mapping[str, Any] | None = None,
-        shared: Activation | None = None,
-    ) -> Reply | Failure:
-        result = self.evaluate(request, self.activation_for(request, variables, shared))
+    async def intercept(self, call: Call) -> Reply | Failure:
+        result = self.evaluate(call)
         if result.error is not None:
             return Failure(FailureClass.INTERNAL, f"rule {result.error.rule}: {result.error.result}")
-        params = request["params"]
-        return Reply(
-            message={
-                "jsonrpc": "2.0",
-                "id": request["id"],
-                "result": {"protocolVersion": params["protocolVersion"], "effects": result.effects},
-            }
-        )
+        return Reply(effects=result.effects)
 
     async def observe(
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None

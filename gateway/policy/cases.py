@@ -16,6 +16,7 @@ from typing import Any
 from gateway.policy.library import CaseSpec, Library, library_of, load_policies
 from gateway.protocol import schemas
 from gateway.protocol.events import INTERCEPTABLE_SET
+from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import Engine
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
@@ -92,7 +93,7 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
     activation = engine.activation(
         {
             "event": event,
-            "method": "hooks/intercept",
+            "method": INTERCEPT,
             "protocolVersion": "draft",
             "capabilities": caps,
             "principal": case.principal,

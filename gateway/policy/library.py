@@ -28,7 +28,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gateway.config.load import Issue, _Source, _validation_issues, json_path
+from gateway.config.issues import Issue, json_path
+from gateway.config.load import _Source, _validation_issues
 from gateway.config.models import REVERSE_DNS, _check_events
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
 from gateway.routing.cel import Activation, Batch, CelCompileError, Engine, EvalError, Program

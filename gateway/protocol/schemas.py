@@ -104,16 +104,8 @@ class Schemas:
         return self._compile("configuration-response.schema.json")
 
     @functools.cached_property
-    def intercept_response(self) -> Check:
-        return self._compile("intercept-response.schema.json")
-
-    @functools.cached_property
     def registration(self) -> Check:
         return self._compile("registration.schema.json")
-
-    @functools.cached_property
-    def json_rpc_message(self) -> Check:
-        return self._compile("json-rpc-message.schema.json")
 
     @functools.cached_property
     def aggregate(self) -> Check:

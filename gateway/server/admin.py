@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -16,7 +16,6 @@ class Readiness:
     config_loaded: bool = False
     listening: bool = False
     draining: bool = False
-    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
@@ -40,7 +39,6 @@ def build_admin(
             "listening": readiness.listening,
             "draining": readiness.draining,
             "pid": os.getpid(),
-            **readiness.details,
             **(extra() if extra is not None else {}),
         }
         return web.json_response(body, status=200 if readiness.ready else 503)

@@ -28,12 +28,13 @@ from typing import Any
 from aiohttp import web
 
 from gateway import _tasks
-from gateway.config.load import ConfigError, LoadedConfig, load
+from gateway.config.issues import ConfigError
+from gateway.config.load import LoadedConfig, load
 from gateway.config.models import LocalTransport
-from gateway.dispatch import Engine
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics
 from gateway.observability.sink import Observability
+from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.http import build_app
@@ -111,13 +112,12 @@ class GatewayServer:
         self.readiness = Readiness()
         self.pool = ClientPool()
         self.holder: RuntimeHolder | None = None
-        self.engine: Engine | None = None
+        self.gateway: Gateway | None = None
         self._app_runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
         self._reload_lock = asyncio.Lock()
-        self._retiring: set[asyncio.Task[None]] = set()
         self.guards: Listeners | None = None
 
     @property
@@ -129,28 +129,26 @@ class GatewayServer:
         return self.telemetry if isinstance(self.telemetry, Observability) else None
 
     def _preregister(self, snap: RuntimeConfig) -> None:
-        if self.observability is not None and self.engine is not None:
+        if self.observability is not None and self.holder is not None:
             metrics = self.observability.metrics
-            metrics.preregister([h.id for h in snap.loaded.hooks], list(snap.breakers), snap.expression_ids)
-            metrics.circuits(self.engine.circuit_states())
+            metrics.preregister([h.id for h in snap.loaded.hooks], [b[0] for b in snap.breakers], snap.expression_ids)
+            metrics.circuits(self.holder.breakers.states())
 
     async def start(self) -> None:
         snapshot = build(self.loaded, self.pool)
-        self.holder = RuntimeHolder(snapshot)
-        self.engine = Engine(self.holder, self.telemetry)
-        self.engine.start()
+        self.holder = holder = RuntimeHolder(snapshot)
+        self.gateway = Gateway(holder, self.telemetry)
+        self.gateway.start()
         self._preregister(snapshot)
         self.readiness.config_loaded = True
-        holder = self.holder
         cfg = self.loaded.config
         self.guards = guards = Listeners(
             lambda: holder.current.loaded.config.limits, getattr(self.observability, "metrics", None)
         )
-        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits, guards.body_timeout)
+        app = build_app(self.gateway, cfg.listen.path, lambda: holder.current.loaded.config.limits, guards.body_timeout)
         self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True, guards=guards)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
-        engine = self.engine
-        admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": engine.open_circuits()})
+        admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
         self._admin_runner, self.admin_port = await self._serve(
             admin, self.admin_host, self.admin_port, cancel=False, guards=guards
         )
@@ -174,12 +172,12 @@ class GatewayServer:
     # ------------------------------------------------------------------ reload
     async def reload(self) -> bool:
         """Validate and compile the configuration again; swap only if all of it is good."""
-        assert self.holder is not None and self.engine is not None
+        assert self.holder is not None
         async with self._reload_lock:
             started = time.perf_counter()
             try:
                 loaded = await asyncio.to_thread(load, self.loaded.path)
-                snapshot = build(loaded, self.pool)
+                snapshot = build(loaded, self.pool, breakers=self.holder.breakers)
             except ConfigError as exc:
                 for issue in exc.issues:
                     log.error("reload rejected: %s", issue)
@@ -190,33 +188,18 @@ class GatewayServer:
             for key in RESTART_ONLY:
                 if getattr(old.loaded.config, key) != getattr(loaded.config, key):
                     log.warning("config key %r changed; it takes effect after a restart", key)
-            self.holder.current = snapshot
+            self.holder.swap(snapshot)
             self.loaded = loaded
-            self.engine.sync_breakers(snapshot)
             self._preregister(snapshot)
             self._reloaded(True)
             log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
-            task = _tasks.spawn(self._retire(old), name="retire-snapshot")
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+            _tasks.spawn(self.holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
             return True
 
     def _reloaded(self, ok: bool) -> None:
         self._signature = signature(watched_paths(self.loaded))
         if self.observability is not None:
             self.observability.reloaded(ok)
-
-    async def _retire(self, old: RuntimeConfig) -> None:
-        """Close what only the old snapshot used, once its last request has finished."""
-        assert self.engine is not None
-        deadline = time.monotonic() + self.loaded.config.shutdown.drainTimeoutSeconds
-        while self.engine.users(old) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        live = {id(u) for u in self.holder.current.upstreams} if self.holder else set()
-        for upstream in old.upstreams:
-            if id(upstream) not in live:
-                with contextlib.suppress(Exception):
-                    await upstream.aclose()
 
     async def _watch(self) -> None:
         interval = self.loaded.config.reload.intervalSeconds
@@ -245,11 +228,9 @@ class GatewayServer:
         if self._app_runner is not None:
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
-        if self.engine is not None:
-            await self.engine.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
-            await self.engine.aclose()
-        for task in list(self._retiring):
-            task.cancel()
+        if self.gateway is not None:
+            await self.gateway.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
+            await self.gateway.aclose()
         if self.holder is not None:
             for upstream in self.holder.current.upstreams:
                 await upstream.aclose()

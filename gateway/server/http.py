@@ -1,9 +1,10 @@
 """The harness-facing HTTP binding (AHP-HTTP-001): POST, ``application/json``, one object per body.
 
-The handler is thin: bound the body, hand the bytes to the engine, write status and bytes.
-Oversized bodies get 413 without being read in full; a gzip/deflate body is decoded with the
-limit on its decoded size (other encodings 415, a body that does not decode 400); a body that
-does not arrive within ``limits.bodyTimeoutMs`` gets 408 (see :mod:`gateway.server.limits`).
+The handler is thin: bound the body, hand the bytes to the pipeline, frame the answer — HTTP 200
+with the JSON-RPC response (errors included), 202 with no body for a notification. Oversized
+bodies get 413 without being read in full; other media types 415. A gzip/deflate body is decoded
+with the limit on its decoded size (other encodings 415, a body that does not decode 400); a body
+that does not arrive within ``limits.bodyTimeoutMs`` gets 408 (see :mod:`gateway.server.limits`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from aiohttp import hdrs, web
 
 from gateway.config.models import Limits
-from gateway.dispatch import Engine
+from gateway.pipeline.gateway import Gateway
 from gateway.server.limits import BodyRejected, coding_of, read_body
 
 _JSON = "application/json"
@@ -21,7 +22,7 @@ HARD_BODY_CAP = 64 * 1024 * 1024
 
 
 def build_app(
-    engine: Engine, path: str, limits: Callable[[], Limits], on_body_timeout: Callable[[], None] | None = None
+    gateway: Gateway, path: str, limits: Callable[[], Limits], on_body_timeout: Callable[[], None] | None = None
 ) -> web.Application:
     app = web.Application(client_max_size=HARD_BODY_CAP)
 
@@ -43,10 +44,10 @@ def build_app(
             if exc.status in (400, 408):
                 response.force_close()  # the rest of the stream cannot be trusted to frame a next request
             return response
-        status, payload = await engine.handle(body, request.headers)
-        if payload is None:
-            return web.Response(status=status)
-        return web.Response(status=status, body=payload, content_type=_JSON)
+        answer = await gateway.handle(body, request.headers)
+        if answer is None:
+            return web.Response(status=202)
+        return web.Response(status=200, body=answer, content_type=_JSON)
 
     app.router.add_post(path, handle)
     return app

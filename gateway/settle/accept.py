@@ -41,12 +41,13 @@ def _invalid(detail: str) -> Failure:
 
 
 def accept(reply: Reply, exp: Expectation) -> Accepted | Failure:
-    message = reply.message
-    if message is None:
-        try:
-            message = wire.loads(reply.body)
-        except wire.JSONDecodeError:
-            return _invalid("malformed JSON")
+    """The whole answer, or the failure that rejects all of it."""
+    if reply.effects is not None:
+        return accept_effects(reply.effects, exp)
+    try:
+        message = wire.loads(reply.body)
+    except wire.JSONDecodeError:
+        return _invalid("malformed JSON")
     if not isinstance(message, dict):
         return _invalid("not a JSON-RPC object")
     if "error" in message:
@@ -61,7 +62,12 @@ def accept(reply: Reply, exp: Expectation) -> Accepted | Failure:
     if not exp.response_check.ok(message):
         where = exp.response_check.explain(message)
         return _invalid(f"schema: {where[0]} ({where[1]})" if where else "schema")
-    effects: list[dict[str, Any]] = result.get("effects", [])
+    return accept_effects(result.get("effects", []), exp)
+
+
+def accept_effects(effects: list[dict[str, Any]], exp: Expectation) -> Accepted | Failure:
+    """Grants and staging of a schema-valid effect list (the local backend's answers start here:
+    its effects are built from validated rule specs, with no envelope around them)."""
     problem = _grant_problem(effects, exp)
     if problem:
         return _invalid(problem)

@@ -34,6 +34,8 @@ class StepRecord:
     answer: list[dict[str, Any]] | None = None
     """The accepted effects (shared, never copied); not logged unless content logging is on."""
     shadow: bool = False
+    called: bool = True
+    """False when the upstream was never reached (deadline exhausted before its turn)."""
 
 
 class Outcome(StrEnum):
@@ -73,3 +75,27 @@ class Decision:
     event: dict[str, Any] | None = None
     """The harness's event (a reference, never copied); only logged with includeContent."""
     response_effects: list[dict[str, Any]] | None = None
+
+
+_BY_PRECEDENCE = (
+    ("deny", Outcome.DENY),
+    ("ask", Outcome.ASK),
+    ("return", Outcome.RETURN),
+    ("modify", Outcome.MODIFIED),
+    ("allow", Outcome.ALLOW),
+)
+
+
+def outcome_of(effects: list[dict[str, Any]]) -> Outcome:
+    """The harness-visible outcome of an effect list: the strongest effect wins (deny > ask >
+    return > modify > allow > flow stop); anything else advisory (message, inject, continue)
+    is ``message``."""
+    if not effects:
+        return Outcome.NO_EFFECT
+    kinds = {e["type"] for e in effects}
+    for kind, outcome in _BY_PRECEDENCE:
+        if kind in kinds:
+            return outcome
+    if any(e["type"] == "flow" and e["operation"] == "stop" for e in effects):
+        return Outcome.STOP
+    return Outcome.MESSAGE

@@ -22,14 +22,18 @@ class FailureClass(StrEnum):
     TOO_LARGE = "too_large"
     INTERNAL = "internal"
     CIRCUIT_OPEN = "circuit_open"
+    DEADLINE_EXHAUSTED = "deadline_exhausted"
+    """Not called at all: earlier upstreams used the whole intercept deadline. Never charged to
+    this upstream's breaker or latency; its failure policy still applies."""
 
 
 @dataclass(slots=True)
 class Reply:
-    """A transport-level success: HTTP 200 bytes, or an already-decoded message (local backend)."""
+    """A transport-level success: the answer's bytes (http, stdio), or the effect list of the
+    in-process policy backend (``effects``; it has no JSON-RPC envelope to check)."""
 
     body: bytes = b""
-    message: Any = None
+    effects: list[dict[str, Any]] | None = None
 
 
 @dataclass(slots=True)

@@ -1,20 +1,36 @@
-"""The upstream seam: ``intercept`` (a request dict in, a Reply or Failure out), ``observe`` and
-``aclose``. Implementations: :mod:`gateway.upstream.http` and the local CEL policy backend."""
+"""The upstream seam, the same for every transport (http, stdio, local):
+``intercept(call)`` → a :class:`Reply` or a classified :class:`Failure`, ``observe`` and ``aclose``.
+
+A :class:`Call` is everything one upstream call needs, built once by the chain run: the
+JSON-RPC request (event already projected for this subscription), the time it may take, the CEL
+activation of the request (read only by the local backend) and the outbound headers (trace
+context). Transports never see the snapshot, the chain or the harness connection.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.routing.cel import Activation
 from gateway.settle.outcome import Failure, Reply
+
+
+@dataclass(slots=True)
+class Call:
+    request: dict[str, Any]
+    timeout: float
+    """Seconds: min(the subscription's timeoutMs, what is left of the intercept deadline)."""
+    activation: Activation | None = None
+    headers: Mapping[str, str] | None = None
+    """Extra outbound headers (W3C trace context); never credentials."""
 
 
 class Upstream(Protocol):
     kind: str
 
-    async def intercept(
-        self, request: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
-    ) -> Reply | Failure: ...
+    async def intercept(self, call: Call) -> Reply | Failure: ...
 
     async def observe(
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None

@@ -13,6 +13,7 @@ import orjson
 
 from gateway.credentials.bearer import CredentialUnavailable
 from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.upstream.base import Call
 
 _JSON = "application/json"
 
@@ -82,10 +83,8 @@ class HttpUpstream:
             headers["Authorization"] = await self._authorizer.authorization()
         return headers
 
-    async def intercept(
-        self, request: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
-    ) -> Reply | Failure:
-        outcome = await self._post(request, timeout, headers, answer=True)
+    async def intercept(self, call: Call) -> Reply | Failure:
+        outcome = await self._post(call.request, call.timeout, call.headers, answer=True)
         return outcome if isinstance(outcome, Failure) else Reply(outcome)
 
     async def observe(

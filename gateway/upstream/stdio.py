@@ -21,6 +21,7 @@ import orjson
 
 from gateway import _tasks
 from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway.stdio")
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
@@ -89,9 +90,8 @@ class StdioUpstream:
         if proc is self._proc:
             self._proc = None
 
-    async def intercept(
-        self, request: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
-    ) -> Reply | Failure:
+    async def intercept(self, call: Call) -> Reply | Failure:
+        request, timeout = call.request, call.timeout
         line = orjson.dumps(request) + b"\n"
         proc: asyncio.subprocess.Process | None = None
         try:
@@ -138,7 +138,7 @@ class StdioUpstream:
             return Failure(FailureClass.INVALID_RESPONSE, "malformed JSON line")
         if not isinstance(message, dict) or message.get("id") != rid:
             self._kill(proc)
-        return Reply(message=message)
+        return Reply(answer)
 
     async def observe(
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None

@@ -1,0 +1,13 @@
+"""The request path, one stage per module (README, "Development"):
+
+binding (HTTP / stdio / native)  →  gateway.Gateway.handle(bytes, headers, principal)
+  frontend.check   bytes → Rejected | Notification | Discovery | Intercept   (pure)
+  intercept.Intercepts.run
+    routing.context  the CEL activation (once per request)
+    routing.select   which subscriptions' `when` hold
+    shadow           background calls of shadow routes
+    chain.run_*      call.call_upstream per route (breaker → transport → atomic accept),
+                     settle.chain.fold → Settlement
+    verdict          attribution / synthetic deny / collapse / self-validation → Decision
+  observe.Observer   queue and deliver hooks/observe (ledger marked when calls are sent)
+"""

@@ -1,0 +1,204 @@
+"""The chain run (AHP-COMP-001, protocol §8): the selected upstreams called in ``hooks`` order
+under one deadline, each answer accepted atomically and folded into the event and state
+(:mod:`gateway.settle`), returning a :class:`Settlement` value.
+
+Each upstream gets one :class:`~gateway.upstream.base.Call`: the request with the event as
+modified so far (projected for its subscription), the accumulated state, capabilities narrowed to
+what the harness advertised with the continuation allowance left, ``min(timeoutMs, remaining
+deadline)``, the request's CEL activation and its outbound trace headers. A call is recorded as
+made when it is sent (``sent``), so an observation of the same event arriving meanwhile is never
+forwarded to it (protocol §8.3).
+
+``fanout: parallel`` is an opt-in deviation (README): every call starts at once, answers still
+settle in chain order, and after the deciding upstream the rest are discarded and cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.pipeline.call import CircuitSink, call_upstream
+from gateway.protocol.capabilities import with_remaining
+from gateway.protocol.content import project
+from gateway.protocol.methods import INTERCEPT
+from gateway.routing.cel import Activation
+from gateway.runtime import Route, RuntimeConfig
+from gateway.settle.accept import Expectation
+from gateway.settle.chain import ChainState
+from gateway.settle.ledger import StepOutcome, StepRecord
+from gateway.settle.outcome import Accepted, Failure, FailureClass
+from gateway.upstream.base import Call
+
+Headers = Callable[[Route], Any]
+MIN_BUDGET = 0.001
+"""Seconds of deadline below which an upstream is not called at all (timers may fire a hair
+early, so "exactly spent" must not become a sub-millisecond call that is sure to time out)."""
+
+
+@dataclass(slots=True)
+class Settlement:
+    chain: ChainState
+    steps: list[StepRecord] = field(default_factory=list)
+    failed_closed: tuple[str, str] | None = None
+    """(upstream, failure class) of the fail-closed failure that ended the chain, if any."""
+    parallel: bool = False
+    upstream_wait: float = 0.0
+
+
+@dataclass(slots=True)
+class ChainRun:
+    """Everything one intercept's chain needs, passed as one value."""
+
+    snap: RuntimeConfig
+    rid: Any
+    version: str
+    caps: dict[str, Any]
+    """Capabilities narrowed for this event type (never wider than the harness's)."""
+    deadline: float
+    """Loop time by which every upstream must have answered."""
+    activation: Activation | None
+    outbound: Headers
+    """Outbound headers (trace context) for one route's call."""
+    sent: Callable[[Route], None]
+    on_circuit: CircuitSink | None = None
+
+
+def request(
+    snap: RuntimeConfig,
+    route: Route,
+    run_id: Any,
+    version: str,
+    event: dict[str, Any],
+    caps: dict[str, Any],
+    state: dict[str, Any],
+) -> dict[str, Any]:
+    """The JSON-RPC request one upstream receives (request id = event id)."""
+    view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
+    return {
+        "jsonrpc": "2.0",
+        "id": run_id,
+        "method": INTERCEPT,
+        "params": {"protocolVersion": version, "event": view, "capabilities": caps, "state": state},
+    }
+
+
+def expectation(snap: RuntimeConfig, req: dict[str, Any], chain: ChainState) -> Expectation:
+    params = req["params"]
+    etype = chain.event["type"]
+    return Expectation(
+        request_id=req["id"],
+        version=params["protocolVersion"],
+        event_type=etype,
+        caps=params["capabilities"],
+        event=chain.event,
+        sent_event=params["event"],
+        remaining=chain.remaining,
+        response_check=snap.schemas.response_for[etype],
+        event_check=snap.schemas.event_for[etype],
+    )
+
+
+def fold(route: Route, settled: Accepted | Failure, chain: ChainState, record: StepRecord) -> tuple[str, str] | None:
+    """Fold one settled answer into ``chain`` and ``record``; (upstream, failure class) when a
+    fail-closed failure ends the chain."""
+    if isinstance(settled, Failure):
+        record.failure, record.detail = settled.kind.value, settled.detail
+        if route.fail_closed:
+            record.outcome = StepOutcome.FAILED_CLOSED
+            return route.hook_id, settled.kind.value
+        record.outcome = StepOutcome.FAILED_OPEN
+        return None
+    record.effects = tuple(e["type"] for e in settled.effects)
+    record.answer = settled.effects
+    had_deny = chain.deny is not None
+    chain.fold(settled, route.hook_id)
+    if chain.deny is not None and not had_deny:
+        record.outcome = StepOutcome.DENY
+    elif chain.flow == "stop" and "flow" in record.effects:
+        record.outcome = StepOutcome.STOP
+    elif settled.effects:
+        record.outcome = StepOutcome.EFFECTS
+    return None
+
+
+def _record(route: Route) -> StepRecord:
+    return StepRecord(route.key, route.hook_id, route.upstream.kind, StepOutcome.NO_EFFECT)
+
+
+def _skipped(settlement: Settlement, routes: list[Route], outcome: StepOutcome) -> None:
+    for route in routes:
+        settlement.steps.append(StepRecord(route.key, route.hook_id, route.upstream.kind, outcome))
+
+
+async def run_serial(run: ChainRun, chain: ChainState, routes: list[Route]) -> Settlement:
+    loop = asyncio.get_running_loop()
+    settlement = Settlement(chain)
+    snap = run.snap
+    for index, route in enumerate(routes):
+        record = _record(route)
+        settlement.steps.append(record)
+        now = loop.time()
+        left = run.deadline - now
+        if left < MIN_BUDGET:
+            # Never reached: not this upstream's timeout, so neither its breaker nor its latency.
+            record.called = False
+            settled: Accepted | Failure = Failure(FailureClass.DEADLINE_EXHAUSTED, "intercept deadline spent")
+        else:
+            req = request(
+                snap,
+                route,
+                run.rid,
+                run.version,
+                chain.event,
+                with_remaining(run.caps, chain.remaining),
+                chain.wire_state(),
+            )
+            run.sent(route)
+            call = Call(req, min(route.timeout, left), run.activation, run.outbound(route))
+            settled = await call_upstream(route, call, expectation(snap, req, chain), run.on_circuit)
+            record.latency = loop.time() - now
+            settlement.upstream_wait += record.latency
+        failure = fold(route, settled, chain, record)
+        if failure is not None or chain.halted:
+            settlement.failed_closed = failure
+            _skipped(settlement, routes[index + 1 :], StepOutcome.NOT_CALLED)
+            break
+    return settlement
+
+
+async def run_parallel(run: ChainRun, chain: ChainState, routes: list[Route]) -> Settlement:
+    """Calls start at once but settle in order; after the deciding upstream, answers are
+    discarded and calls still running are cancelled (their breakers are not charged)."""
+    loop = asyncio.get_running_loop()
+    settlement = Settlement(chain, parallel=True)
+    snap = run.snap
+    state = chain.wire_state()
+    started = loop.time()
+    requests = [request(snap, r, run.rid, run.version, chain.event, run.caps, state) for r in routes]
+    expectations = [expectation(snap, req, chain) for req in requests]
+    tasks = []
+    for route, req, exp in zip(routes, requests, expectations, strict=True):
+        run.sent(route)
+        call = Call(req, min(route.timeout, run.deadline - started), run.activation, run.outbound(route))
+        tasks.append(asyncio.ensure_future(call_upstream(route, call, exp, run.on_circuit)))
+    try:
+        for index, (route, task) in enumerate(zip(routes, tasks, strict=True)):
+            settled = await task
+            record = _record(route)
+            record.latency = loop.time() - started
+            settlement.steps.append(record)
+            failure = fold(route, settled, chain, record)
+            if failure is not None or chain.halted:
+                settlement.failed_closed = failure
+                for later, pending in zip(routes[index + 1 :], tasks[index + 1 :], strict=True):
+                    _skipped(settlement, [later], StepOutcome.NOT_CALLED if pending.done() else StepOutcome.CANCELLED)
+                break
+        return settlement
+    finally:
+        settlement.upstream_wait = loop.time() - started
+        for task in tasks:
+            if not task.done():
+                task.cancel()

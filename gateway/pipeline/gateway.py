@@ -1,0 +1,105 @@
+"""The gateway's one request path, shared by every server binding (HTTP, stdio, native hooks):
+request bytes in, response bytes out (``None``: a notification, which is never answered).
+
+Linear, like OPA's handler: acquire the live snapshot → the pure front-end check → answer a
+rejection or a discovery request, queue an observation, or run the intercept → release the
+snapshot. How bytes are framed (HTTP status codes, stdio lines) is the binding's business.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.pipeline import frontend
+from gateway.pipeline.intercept import Intercepts, cel_error_sink
+from gateway.pipeline.observe import Observer
+from gateway.pipeline.shadow import Shadows
+from gateway.protocol import wire
+from gateway.protocol.errors import RpcCode
+from gateway.protocol.methods import CAPABILITIES, INTERCEPT
+from gateway.runtime import RuntimeConfig, RuntimeHolder
+from gateway.telemetry import NullTelemetry, Telemetry
+
+OVERLOADED = str(int(RpcCode.BACKEND_UNAVAILABLE))
+"""``ahp_gateway_rejected_requests_total`` code of intercepts refused by ``limits.maxInflight``
+(the front end answers -32003 for nothing else)."""
+
+
+class Gateway:
+    def __init__(self, holder: RuntimeHolder, telemetry: Telemetry | None = None) -> None:
+        self.holder = holder
+        self.telemetry: Telemetry = telemetry or NullTelemetry()
+        cfg = holder.current.loaded.config
+        self.shadows = Shadows(self.telemetry)
+        self.observer = Observer(cfg.observe, self.telemetry, cel_error_sink(self.telemetry))
+        self.intercepts = Intercepts(self.telemetry, self.observer, self.shadows)
+        self._running = 0
+        """Intercepts in flight (``limits.maxInflight``)."""
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.observer.start()
+
+    async def drain(self, timeout: float) -> None:
+        """Let queued observations and shadow calls finish, within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        await self.observer.drain(deadline)
+        await self.shadows.drain(deadline)
+
+    async def aclose(self) -> None:
+        await self.observer.aclose()
+        await self.shadows.aclose()
+
+    # ------------------------------------------------------------------ the request path
+    async def handle(
+        self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
+    ) -> bytes | None:
+        holder = self.holder
+        snap = holder.acquire()  # the whole request runs on this snapshot
+        self.telemetry.inflight(1)
+        try:
+            checked = frontend.check(body, snap.versions, snap.schemas)
+            if type(checked) is frontend.Intercept:
+                return await self._intercept(snap, checked, headers, principal)
+            return self._other(snap, checked)
+        finally:
+            self.telemetry.inflight(-1)
+            holder.release(snap)
+
+    async def _intercept(
+        self,
+        snap: RuntimeConfig,
+        req: frontend.Intercept,
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+    ) -> bytes:
+        limit = snap.max_inflight
+        if limit and self._running >= limit:
+            # Answer at once instead of queueing into the deadline: the harness applies its own
+            # failure policy for the gateway (protocol §9).
+            self.telemetry.rejected(INTERCEPT, OVERLOADED)
+            return wire.error_body(req.id, RpcCode.BACKEND_UNAVAILABLE)
+        self._running += 1
+        try:
+            return await self.intercepts.run(snap, req, headers, principal)
+        finally:
+            self._running -= 1
+
+    def _other(self, snap: RuntimeConfig, checked: frontend.Checked) -> bytes | None:
+        telemetry = self.telemetry
+        if isinstance(checked, frontend.Rejected):
+            telemetry.rejected(checked.method, str(int(checked.code)))
+            return wire.error_body(checked.id, checked.code, checked.data, checked.message)
+        if isinstance(checked, frontend.Notification):
+            if checked.observe is not None:
+                self.observer.accept(snap, checked.observe, checked.body, lambda: self.holder.hold(snap))
+            elif checked.reason is not None:
+                telemetry.rejected(checked.reason, "notification")
+            return None
+        assert isinstance(checked, frontend.Discovery)
+        telemetry.discovery(checked.method)
+        if checked.method == CAPABILITIES:
+            return wire.result_body(checked.id, {"protocolVersion": checked.version, "manifest": snap.manifest})
+        return wire.result_body(checked.id, {"protocolVersion": checked.version, "configuration": snap.configuration})

@@ -1,0 +1,114 @@
+"""One ``hooks/intercept``, top to bottom: CEL activation → route selection → shadow launch →
+chain run → verdict → telemetry.
+
+No subscription for the event (after ``when``) means no decision step at all (AHP-REG-002):
+``effects: []`` at once. An incoming ``state`` that already denies or stops is final: no upstream
+is called and nothing is re-emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.pipeline.chain import ChainRun, Settlement, run_parallel, run_serial
+from gateway.pipeline.frontend import Intercept
+from gateway.pipeline.observe import Observer
+from gateway.pipeline.shadow import Shadows
+from gateway.pipeline.verdict import verdict
+from gateway.protocol.capabilities import narrow, parallel_safe, remaining_continuations
+from gateway.routing.cel import EvalError, Program
+from gateway.routing.select import ErrorSink, select
+from gateway.runtime import Route, RuntimeConfig
+from gateway.settle.chain import ChainState
+from gateway.telemetry import Telemetry
+
+log = logging.getLogger("ahp_gateway")
+DEFAULT_STATE: dict[str, Any] = {"permission": "none", "candidate": None}
+
+
+def cel_error_sink(telemetry: Telemetry) -> ErrorSink:
+    """Count and log a routing expression that failed to evaluate (its ``onError`` decides)."""
+
+    def sink(program: Program, error: EvalError) -> None:
+        telemetry.cel_error(program.id)
+        log.warning("CEL evaluation error in %s: %s", program.id, error.message)
+
+    return sink
+
+
+class Intercepts:
+    """What intercepts share across requests: telemetry, the observer's ledger, shadow calls."""
+
+    def __init__(self, telemetry: Telemetry, observer: Observer, shadows: Shadows) -> None:
+        self.telemetry = telemetry
+        self.observer = observer
+        self.shadows = shadows
+        self.cel_error = cel_error_sink(telemetry)
+
+    async def run(
+        self,
+        snap: RuntimeConfig,
+        req: Intercept,
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+    ) -> bytes:
+        started = time.perf_counter()
+        telemetry = self.telemetry
+        event, etype = req.event, req.event_type
+        trace = telemetry.begin(headers or {}, event)
+        activation = snap.cel.for_intercept(event, req.version, req.capabilities, headers, principal, req.body)
+        selected, dropped = select(snap.intercept_routes.get(etype, ()), activation, self.cel_error)
+        for route in selected:
+            telemetry.routed(route.hook_id)
+        for route in dropped:
+            self.observer.served(event, route.key)  # deliberately not routed: never "uncalled"
+        caps = narrow(req.capabilities, etype)
+        state0 = req.state or DEFAULT_STATE
+        shadows = snap.shadow_routes.get(etype)
+        if shadows:
+            chosen = select(shadows, activation, self.cel_error)[0]
+            if chosen:
+                self.shadows.launch(snap, chosen, req.id, req.version, event, caps, state0, activation)
+        settlement: Settlement | None = None
+        if selected and state0["permission"] != "deny" and state0.get("flow") != "stop":
+            settlement = await self._chain(snap, req, selected, caps, state0, activation, trace)
+        body, decision = verdict(snap, req, settlement, started, principal)
+        try:
+            telemetry.settled(decision, trace)
+        except Exception:  # telemetry must never turn a settled decision into an error
+            log.exception("recording a decision failed")
+        return body
+
+    async def _chain(
+        self,
+        snap: RuntimeConfig,
+        req: Intercept,
+        routes: list[Route],
+        caps: dict[str, Any],
+        state0: dict[str, Any],
+        activation: Any,
+        trace: Any,
+    ) -> Settlement:
+        telemetry = self.telemetry
+        event = req.event
+        parallel = snap.parallel and len(routes) > 1
+        if parallel and not parallel_safe(caps):
+            telemetry.parallel_fallback()
+            parallel = False
+        run = ChainRun(
+            snap=snap,
+            rid=req.id,
+            version=req.version,
+            caps=caps,
+            deadline=asyncio.get_running_loop().time() + snap.deadline,
+            activation=activation,
+            outbound=lambda route: telemetry.outbound_headers(trace, route.key, route.hook_id),
+            sent=lambda route: self.observer.served(event, route.key),
+            on_circuit=telemetry.circuit,
+        )
+        chain = ChainState.start(event, state0, remaining_continuations(caps))
+        return await (run_parallel if parallel else run_serial)(run, chain, routes)

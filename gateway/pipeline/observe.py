@@ -1,0 +1,116 @@
+"""Observation fan-out (protocol §8.3): ``hooks/observe`` notifications are validated, queued
+(raw bodies, bounded) and delivered by a few workers, never delaying an intercept.
+
+Each observation goes to the observe subscriptions of its event type and to intercept
+subscriptions that were *not* called for that event id, once per (event, subscription): the
+:class:`~gateway.settle.deliveries.DeliveryLedger` remembers what was served, and the chain run
+marks a subscription served when its call is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway import _tasks
+from gateway.config.models import ObserveOptions
+from gateway.protocol import wire
+from gateway.protocol.content import project
+from gateway.protocol.events import ALL_EVENTS_SET
+from gateway.protocol.methods import OBSERVE
+from gateway.routing.select import ErrorSink, select
+from gateway.runtime import RuntimeConfig
+from gateway.settle.deliveries import DeliveryLedger
+from gateway.telemetry import Telemetry
+
+log = logging.getLogger("ahp_gateway")
+Release = Callable[[], None]
+
+
+class Observer:
+    def __init__(self, options: ObserveOptions, telemetry: Telemetry, on_cel_error: ErrorSink | None = None) -> None:
+        self.telemetry = telemetry
+        self._on_cel_error = on_cel_error
+        # Queued observations keep the raw body (a few KB) rather than the parsed event (several
+        # times larger as Python objects): a full queue must not dominate a worker's memory.
+        self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes, Release]] = asyncio.Queue(options.queueSize)
+        self.ledger = DeliveryLedger(options.dedupEntries, options.dedupTtlSeconds, time.monotonic)
+        self._count = options.workers
+        self._workers: list[asyncio.Task[None]] = []
+
+    def served(self, event: dict[str, Any], key: str) -> None:
+        """Subscription ``key`` has this event (called, or deliberately not routed to)."""
+        self.ledger.add((event["source"], event["id"], key))
+
+    def start(self) -> None:
+        if not self._workers:
+            self._workers = [_tasks.spawn(self._work(), name=f"observe-worker-{i}") for i in range(self._count)]
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def accept(self, snap: RuntimeConfig, msg: dict[str, Any], body: bytes, hold: Callable[[], Release]) -> None:
+        """Validate and queue one notification; ``hold`` keeps ``snap`` alive until delivered."""
+        params = msg["params"]
+        if params.get("protocolVersion") not in snap.versions or not snap.schemas.observe_notification.ok(msg):
+            self.telemetry.observe_received("invalid")
+            return
+        etype = params["event"]["type"]
+        if etype not in ALL_EVENTS_SET or etype not in snap.observe_routes:
+            self.telemetry.observe_received("unrouted")
+            return
+        release = hold()
+        try:
+            self._queue.put_nowait((snap, body, release))
+        except asyncio.QueueFull:
+            release()
+            self.telemetry.observe_dropped("queue_full")
+            return
+        self.telemetry.observe_received("queued")
+        self.telemetry.observe_queue(self._queue.qsize())
+
+    async def _work(self) -> None:
+        while True:
+            snap, body, release = await self._queue.get()
+            try:
+                params = wire.loads(body)["params"]
+                await self.deliver(snap, params["event"], params["protocolVersion"])
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let one bad delivery stop the worker
+                log.exception("observe delivery failed")
+            finally:
+                release()
+                self._queue.task_done()
+                self.telemetry.observe_queue(self._queue.qsize())
+
+    async def deliver(self, snap: RuntimeConfig, event: dict[str, Any], version: str) -> None:
+        routes = snap.observe_routes.get(event["type"], ())
+        activation = snap.cel.for_observe(event, version)
+        if activation is not None:
+            routes = tuple(select(routes, activation, self._on_cel_error)[0])
+        ident = (event["source"], event["id"])
+        for route in routes:
+            key = (*ident, route.key)
+            if key in self.ledger:
+                continue
+            self.ledger.add(key)
+            view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity)
+            note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
+            failure = await route.upstream.observe(note, snap.observe_timeout)
+            self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok")
+            if failure is not None:
+                log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
+
+    async def drain(self, deadline: float) -> None:
+        while self._queue.qsize() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def aclose(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []

@@ -1,0 +1,82 @@
+"""Shadow routes (``mode: shadow``): upstreams that see the harness's event and are called
+concurrently in the background; they never delay or change the answer. Their verdict — what
+the harness would have seen had they been enforcing — is only counted and logged."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from gateway import _tasks
+from gateway.pipeline.call import call_upstream
+from gateway.pipeline.chain import expectation, request
+from gateway.protocol.capabilities import remaining_continuations
+from gateway.routing.cel import Activation
+from gateway.runtime import Route, RuntimeConfig
+from gateway.settle.chain import ChainState
+from gateway.settle.ledger import outcome_of
+from gateway.settle.outcome import Failure
+from gateway.telemetry import Telemetry
+from gateway.upstream.base import Call
+
+log = logging.getLogger("ahp_gateway")
+
+
+class Shadows:
+    """The shadow calls still running (drained on shutdown, cancelled on close)."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+        self._running: set[asyncio.Task[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def launch(
+        self,
+        snap: RuntimeConfig,
+        routes: list[Route],
+        rid: Any,
+        version: str,
+        event: dict[str, Any],
+        caps: dict[str, Any],
+        state: dict[str, Any],
+        activation: Activation | None,
+    ) -> None:
+        for route in routes:
+            task = _tasks.spawn(
+                self._shadow(snap, route, rid, version, event, caps, state, activation), name=f"shadow-{route.key}"
+            )
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _shadow(
+        self,
+        snap: RuntimeConfig,
+        route: Route,
+        rid: Any,
+        version: str,
+        event: dict[str, Any],
+        caps: dict[str, Any],
+        state: dict[str, Any],
+        activation: Activation | None,
+    ) -> None:
+        chain = ChainState.start(event, state, remaining_continuations(caps))
+        req = request(snap, route, rid, version, event, caps, chain.wire_state())
+        call = Call(req, min(route.timeout, snap.deadline), activation, None)
+        settled = await call_upstream(route, call, expectation(snap, req, chain), self.telemetry.circuit)
+        verdict = "error" if isinstance(settled, Failure) else outcome_of(settled.effects).value
+        self.telemetry.shadow(route.hook_id, verdict)
+        log.info("shadow %s verdict=%s event=%s", route.hook_id, verdict, event["id"])
+
+    async def drain(self, deadline: float) -> None:
+        while self._running and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def aclose(self) -> None:
+        tasks = list(self._running)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,108 @@
+"""The CEL activation for one request: the only place that knows the declared variables, how
+headers are exposed, the NUL guard, and which events need an activation at all.
+
+Built once per request and shared by routing (``when``), the local policy backend and shadow
+routes; an upstream that sees a modified event gets the same variables bound to that event
+(:meth:`ContextBuilder.rebind`). Events that no expression or local backend reads get none, so
+plain forwarding never pays for CEL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.protocol.methods import INTERCEPT, OBSERVE
+from gateway.routing.cel import Activation, Engine
+
+_NUL_ESCAPE = b"\\u0000"
+NO_PRINCIPAL: Mapping[str, Any] = {}
+
+
+class ContextBuilder:
+    """Per snapshot: the engine, the header allow-list and the events that need CEL."""
+
+    __slots__ = ("_allowed", "_engine", "intercept_events", "observe_needed")
+
+    def __init__(
+        self,
+        engine: Engine,
+        header_allowlist: frozenset[str],
+        intercept_events: frozenset[str],
+        observe_needed: bool,
+    ) -> None:
+        self._engine = engine
+        self._allowed = header_allowlist
+        self.intercept_events = intercept_events
+        """Event types whose intercepts need an activation (a ``when`` or a local backend)."""
+        self.observe_needed = observe_needed
+        """Whether any observe route has a ``when``."""
+
+    def variables(
+        self,
+        method: str,
+        version: str,
+        capabilities: Mapping[str, Any],
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The declared variables except ``event`` (README, "CEL variables")."""
+        allowed = self._allowed
+        exposed = {k.lower(): v for k, v in headers.items() if k.lower() in allowed} if allowed and headers else {}
+        return {
+            "method": method,
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "principal": principal if principal is not None else NO_PRINCIPAL,
+            "headers": exposed,
+        }
+
+    def for_intercept(
+        self,
+        event: dict[str, Any],
+        version: str,
+        capabilities: Mapping[str, Any],
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+        raw: bytes | None,
+    ) -> Activation | None:
+        """The request's activation, or None when nothing evaluates CEL for this event type.
+        ``raw`` is the request body: without a NUL escape in it the NUL scan is skipped."""
+        if event["type"] not in self.intercept_events:
+            return None
+        values = self.variables(INTERCEPT, version, capabilities, headers, principal)
+        values["event"] = event
+        maybe_nul = raw is None or _NUL_ESCAPE in raw or b"\x00" in raw
+        return self._engine.activation(values, maybe_nul=maybe_nul)
+
+    def for_observe(self, event: dict[str, Any], version: str) -> Activation | None:
+        if not self.observe_needed:
+            return None
+        values = self.variables(OBSERVE, version, {}, None, None)
+        values["event"] = event
+        return self._engine.activation(values)
+
+    def rebind(self, activation: Activation, event: dict[str, Any]) -> Activation:
+        return rebind(self._engine, activation, event)
+
+
+def standalone(engine: Engine, event: dict[str, Any], capabilities: Mapping[str, Any], version: str) -> Activation:
+    """An activation outside any request (``policy test``, a local backend called alone)."""
+    values = {
+        "method": INTERCEPT,
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "principal": NO_PRINCIPAL,
+        "headers": {},
+        "event": event,
+    }
+    return engine.activation(values)
+
+
+def rebind(engine: Engine, activation: Activation, event: dict[str, Any]) -> Activation:
+    """The same variables bound to another (modified) event."""
+    if activation.values.get("event") is event:
+        return activation
+    values = dict(activation.values)
+    values["event"] = event
+    return engine.activation(values)
