@@ -70,6 +70,8 @@ class Tally:
     abandoned: int = 0
     wrong: int = 0
     circuit_open: int = 0
+    slow: int = 0
+    """Timeouts of a peer too slow on a loaded machine (excused only as described in :func:`judge`)."""
     by_behaviour: dict[str, int] = field(default_factory=dict)
     examples: list[dict[str, Any]] = field(default_factory=list)
     reloads_ok: int = 0
@@ -103,7 +105,7 @@ def config(adv_url: str, after_url: str, gen: Generation, port: int, admin: int)
         "admin": {"host": "127.0.0.1", "port": admin},
         "limits": {"deadlineMs": DEADLINE_MS, "maxResponseBytes": 65536, "headerTimeoutMs": 2000},
         "fanout": gen.fanout,
-        "log": {"decisions": "off"},
+        "log": {"decisions": "decisions.jsonl"},
         "reload": {"watch": False},
         "shutdown": {"drainDelaySeconds": 0, "drainTimeoutSeconds": 2},
         "hooks": [
@@ -137,10 +139,51 @@ def expected(policy: str, behaviour: str, after: bool) -> list[dict[str, Any]]:
     ]
 
 
-def judge(policy: str, behaviour: str, called: bool, after: bool, effects: Any) -> bool:
-    """Right or wrong. ``called``: the adversary received this request; if it did not, the only
-    right answer is the one for an open circuit (the call failed fast)."""
-    return effects == expected(policy, behaviour if called else "circuit_open", after)
+@dataclass(slots=True)
+class Answer:
+    """One judged request: what was asked, what the upstreams saw, what the harness got."""
+
+    id: str
+    policy: str
+    behaviour: str
+    called: bool
+    """The adversary received the request."""
+    after_called: bool
+    status: int
+    effects: Any
+
+
+def judge(answer: Answer, logged: dict[str, str | None] | None) -> str:
+    """``right``, ``slow`` or ``wrong``.
+
+    Exact when the adversary received the request: its behaviour decides. Not received: the call
+    failed fast (open circuit). ``logged`` is the decision log's failure class per upstream for
+    this event; it may excuse exactly one thing: a timeout on a peer that was too slow on this
+    loaded machine (the gateway says ``timeout``, and the answer is the one for a timeout) —
+    never a different effect list, never a salvaged answer.
+    """
+    after = answer.after_called and (logged is None or logged.get(AFTER) is None)
+    behaviour = answer.behaviour if answer.called else "circuit_open"
+    if answer.effects == expected(answer.policy, behaviour, after):
+        return "right"
+    if logged is not None and logged.get(ADV) == "timeout" and answer.effects == expected(answer.policy, "hang", after):
+        return "slow"
+    return "wrong"
+
+
+def decision_log(path: Path) -> dict[str, dict[str, str | None]]:
+    """Event id -> {upstream id: failure class or None} from the gateway's decision log."""
+    out: dict[str, dict[str, str | None]] = {}
+    if not path.exists():
+        return out
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            out[record["event"]["id"]] = {u["id"]: u.get("failure") for u in record.get("upstreams", [])}
+    return out
 
 
 def request(behaviour: str) -> dict[str, Any]:
@@ -216,6 +259,7 @@ class Soak:
         self.adv = await Adversary(late_after=ADV_TIMEOUT_MS / 1000 + 0.1).start()
         self.seen: set[Any] = set()
         self.after_seen: set[Any] = set()
+        self.answers: list[Answer] = []
         self.adv.seen = self.seen
         after = await self._after()
         self.path = self.workdir / "gateway.yaml"
@@ -235,10 +279,36 @@ class Soak:
                 await asyncio.gather(*workers, sampler)
                 await self._recovery()
         finally:
-            procs.stop_all()
+            procs.stop_all()  # SIGTERM: the decision log is flushed and closed
             await self.adv.aclose()
             await after.cleanup()
+        self._judge(decision_log(self.workdir / "decisions.jsonl"))
         return self.tally
+
+    def _judge(self, logged: dict[str, dict[str, str | None]]) -> None:
+        for answer in self.answers:
+            self.tally.requests += 1
+            self.tally.checked += 1
+            self.tally.by_behaviour[answer.behaviour] = self.tally.by_behaviour.get(answer.behaviour, 0) + 1
+            if not answer.called:
+                self.tally.circuit_open += 1
+            verdict = judge(answer, logged.get(answer.id))
+            if verdict == "slow":
+                self.tally.slow += 1
+            elif verdict == "wrong":
+                self.tally.wrong += 1
+                if len(self.tally.examples) < 5:
+                    self.tally.examples.append(
+                        {
+                            "policy": answer.policy,
+                            "behaviour": answer.behaviour,
+                            "called": answer.called,
+                            "after_called": answer.after_called,
+                            "logged": logged.get(answer.id),
+                            "status": answer.status,
+                            "effects": answer.effects,
+                        }
+                    )
 
     async def _ready(self, proc: Any) -> None:
         deadline = time.monotonic() + 30
@@ -281,33 +351,16 @@ class Soak:
                     status, body = response.status, await response.read()
             finally:
                 self.inflight -= 1
-            self.tally.requests += 1
-            self.tally.by_behaviour[behaviour] = self.tally.by_behaviour.get(behaviour, 0) + 1
             called = message["id"] in self.seen
             after_called = message["id"] in self.after_seen
             self.seen.discard(message["id"])
             self.after_seen.discard(message["id"])
-            right = False
+            effects: Any = None
             if status == 200:
                 answer = json.loads(body)
                 if answer.get("id") == message["id"] and "result" in answer:
-                    right = judge(policy, behaviour, called, after_called, answer["result"]["effects"])
-            self.tally.checked += 1
-            if not called:
-                self.tally.circuit_open += 1
-            if not right:
-                self.tally.wrong += 1
-                if len(self.tally.examples) < 5:
-                    self.tally.examples.append(
-                        {
-                            "policy": policy,
-                            "behaviour": behaviour,
-                            "called": called,
-                            "after_called": after_called,
-                            "status": status,
-                            "body": body[:400].decode("latin-1"),
-                        }
-                    )
+                    effects = answer["result"]["effects"]
+            self.answers.append(Answer(message["id"], policy, behaviour, called, after_called, status, effects))
 
     async def _reloads(self, stop: float) -> None:
         while True:
@@ -386,6 +439,7 @@ def summary(tally: Tally) -> dict[str, Any]:
         "abandoned": tally.abandoned,
         "wrong": tally.wrong,
         "circuit_open": tally.circuit_open,
+        "slow_timeouts": tally.slow,
         "by_behaviour": tally.by_behaviour,
         "reloads_ok": tally.reloads_ok,
         "reloads_rejected": tally.reloads_rejected,
