@@ -287,3 +287,32 @@ def test_readme_configuration_lists_every_limit_with_its_default():
     documented = yaml.safe_load(block)["limits"]
     defaults = {name: field.default for name, field in Limits.model_fields.items()}
     assert documented == defaults
+
+
+async def test_pipelined_requests_in_one_segment_are_all_served(gw):
+    """The guard's header timer must not disturb HTTP/1.1 pipelining."""
+    server = await gw()
+    reader, writer = await _connect(server.port)
+    writer.write(_request_bytes() + _request_bytes() + _request_bytes())
+    await writer.drain()
+    for _ in range(3):
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert status_of(head) == 200
+        length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
+        await reader.readexactly(length)
+    await close(writer)
+
+
+async def test_a_reload_changes_the_cap_for_new_connections(gw):
+    server = await gw(maxConnections=50, headerTimeoutMs=20_000)
+    held = [await _connect(server.port) for _ in range(3)]
+    await wait_for(lambda: server_guard_open(server) == 3)
+    cfg = yaml.safe_load(server.loaded.path.read_text())
+    cfg["limits"]["maxConnections"] = 3
+    server.loaded.path.write_text(yaml.safe_dump(cfg))
+    assert await server.reload()
+    reader, writer = await _connect(server.port)
+    assert status_of(await read_until_closed(reader, timeout=2.0) or b"") == 503
+    await close(writer)
+    for _, w in held:
+        await close(w)
