@@ -5,7 +5,8 @@ Used by the fault-matrix tests and the soak run. The fault for a request is the 
 
 ``hang`` never answers; ``reset`` answers with a TCP RST; ``half_close`` shuts its write side
 without answering; ``drip`` sends headers then one body byte per 50 ms; ``http_500`` a 500 with a
-valid-looking answer; ``html`` a 200 HTML page; ``huge`` an 8 MiB chunked answer;
+valid-looking answer; ``http_401`` a 401; ``rpc_error`` a JSON-RPC error answer; ``html`` a 200 HTML
+page; ``huge`` an 8 MiB chunked answer;
 ``malformed_json`` a truncated JSON object; ``wrong_id`` a valid answer for another id;
 ``unadvertised_effect`` an ``ask`` nobody advertised; ``missing_result`` neither result nor
 error; ``late`` a valid deny after ``late_after`` seconds; ``hold`` waits for the gateway to close
@@ -31,6 +32,8 @@ FAULTS = (
     "half_close",
     "drip",
     "http_500",
+    "http_401",
+    "rpc_error",
     "html",
     "huge",
     "malformed_json",
@@ -46,6 +49,8 @@ FAILURE_CLASS = {
     "half_close": "connect",
     "drip": "timeout",
     "http_500": "http_status",
+    "http_401": "auth",
+    "rpc_error": "rpc_error",
     "html": "invalid_response",
     "huge": "too_large",
     "malformed_json": "invalid_response",
@@ -236,6 +241,11 @@ class Adversary:
     def _answer(self, mode: str, rid: Any) -> bytes:
         if mode == "http_500":
             return _http("500 Internal Server Error", json.dumps(_result(rid, [])).encode())
+        if mode == "http_401":
+            return _http("401 Unauthorized", b'{"error": "token expired"}')
+        if mode == "rpc_error":
+            error = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "backend failed"}}
+            return _http("200 OK", json.dumps(error).encode())
         if mode == "html":
             return _http("200 OK", b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html")
         if mode == "malformed_json":
