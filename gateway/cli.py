@@ -1,4 +1,4 @@
-"""``ahp-gateway``: serve | check | explain | policy test. The only module that prints or exits."""
+"""``ahp-gateway``: serve | stdio | check | explain | policy test. The only module that prints or exits."""
 
 from __future__ import annotations
 
@@ -141,6 +141,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stdio(args: argparse.Namespace) -> int:
+    from gateway.server import stdio
+
+    channel = stdio.claim_stdout()  # first: nothing but responses may ever reach stdout
+    loaded = _load_or_exit(args.config)
+    try:
+        return stdio.run(loaded, channel, admin_port=args.admin_port, per_event=args.per_event)
+    except ConfigError as exc:
+        _print_issues(exc.issues)
+        return 1
+
+
 def cmd_policy_test(args: argparse.Namespace) -> int:
     from gateway.policy.cases import run
     from gateway.policy.library import PolicyError
@@ -236,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (SO_REUSEPORT)")
     serve.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
+
+    stdio = sub.add_parser("stdio", help="serve AHP over stdin/stdout (one stdio backend for a harness)")
+    stdio.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
+    stdio.add_argument("--admin-port", type=int, help="also serve /healthz /readyz /metrics on this port")
+    stdio.add_argument("--per-event", action="store_true", help="serve one message, then exit (no EOF needed)")
+    stdio.set_defaults(func=cmd_stdio)
 
     check = sub.add_parser("check", help="validate a configuration and print the chain per event")
     check.add_argument("--config", required=True)

@@ -43,9 +43,7 @@ def manifest_result(
     served: list[str],
     observed: list[str],
     schemas: Schemas,
-    transports: tuple[str, ...] = ("http",),
 ) -> dict[str, Any]:
-    """``transports``: the harness-facing bindings this process serves."""
     events = []
     gaps = []
     for event in ALL_EVENTS:
@@ -75,10 +73,18 @@ def manifest_result(
         },
         {"path": "toolPaths", "reason": "tool paths are whatever the harness reports"},
     ]
+    if "0.1" in cfg.protocolVersions:
+        gaps.append(
+            {
+                "path": "protocolVersions.0.1",
+                "reason": "protocolVersion 0.1 is accepted for hooks/intercept of tool.before with deny only; "
+                "0.1 observations and discovery are not served",
+            }
+        )
     manifest = {
         "events": events,
         "gaps": gaps,
-        "transports": list(transports),
+        "transports": ["http", "stdio"],
         "authentication": [],
         "toolPaths": [],
         "contentCategories": ["text"],

@@ -36,6 +36,7 @@ from gateway.upstream.base import Upstream
 from gateway.upstream.circuit import Breakers, CircuitBreaker
 from gateway.upstream.http import ClientPool, HttpUpstream
 from gateway.upstream.stdio import StdioUpstream
+from gateway.upstream.v01 import versioned
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,7 @@ def build(
         upstream = _upstream(hook, loaded, pool, engine, issues, at)
         if upstream is None:
             continue
+        upstream = versioned(hook, upstream)
         upstreams.append(upstream)
         gw = hook if isinstance(hook, GatewayBackend) else None
         breaker: CircuitBreaker | None = None
@@ -311,4 +313,5 @@ def _upstream(
         cwd=Path(os.path.abspath(base / transport.cwd)) if transport.cwd else None,
         env=transport.env,
         max_line_bytes=loaded.config.limits.maxResponseBytes,
+        pool_size=transport.pool.size if transport.pool else 1,
     )

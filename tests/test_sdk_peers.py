@@ -82,8 +82,10 @@ async def test_sdk_harness_through_gateway(gateway_factory, behaviours, command,
 
 
 async def test_deny_from_first_backend_skips_the_rest_and_observers_get_the_settled_event(gateway_factory):
-    """Protocol §8.3: the uncalled interceptor gets one settled observation through the harness's
-    own hooks/observe to the gateway; the caller that decided gets none."""
+    """Protocol §8.3-8.4: the uncalled interceptor subscription gets one settled observation
+    through the harness's own hooks/observe to the gateway, the caller that decided gets none for
+    its interceptor subscription, and explicit observe subscriptions are never deduplicated
+    against interception (tracked by subscription, not backend)."""
     first, second = SdkBackend(_deny_marker), SdkBackend(lambda c: ())
     async for server in _via_gateway(gateway_factory, [first, second]):
         reg = registration([("org.example.gateway", server.url, "fail-closed", 3000)], observe=True)
@@ -92,13 +94,14 @@ async def test_deny_from_first_backend_skips_the_rest_and_observers_get_the_sett
             assert out["permission"] == "deny"
         from tests.conftest import wait_for
 
-        await wait_for(lambda: len(second.observations) == 1)
-        await server.gateway.drain(2)
+        await wait_for(lambda: len(second.observations) == 2)
+        await server.gateway.drain(2)  # every delivery finished, not just dequeued
         assert second.intercepts == []
         assert len(first.intercepts) == 1
-        # first was called for this event: its explicit observe subscription still gets one copy
-        await wait_for(lambda: len(first.observations) == 1)
-        assert len(second.observations) == 1
+        # second: its uncalled interceptor subscription and its observe subscription, one each
+        assert len(second.observations) == 2
+        # first was called for this event: only its explicit observe subscription gets a copy
+        assert len(first.observations) == 1
 
 
 async def test_gateway_is_one_backend_for_the_sdk_harness(gateway_factory):

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.protocol import v01
 from gateway.protocol.events import ALL_EVENTS_SET, INTERCEPTABLE_SET, WILDCARD
 from gateway.protocol.schemas import PROTOCOL_VERSIONS
 
@@ -194,6 +195,10 @@ class HttpTransport(Model):
         return v
 
 
+class StdioPool(Model):
+    size: int = Field(1, ge=1, le=64, description="Children of a persistent upstream, started on demand.")
+
+
 class StdioTransport(Model):
     type: Literal["stdio"]
     command: str = Field(min_length=1)
@@ -201,6 +206,13 @@ class StdioTransport(Model):
     lifecycle: Literal["persistent", "per_event"]
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    pool: StdioPool | None = Field(None, description="Gateway extension: several persistent children.")
+
+    @model_validator(mode="after")
+    def _pool_needs_persistent(self) -> StdioTransport:
+        if self.pool is not None and self.lifecycle != "persistent":
+            raise ValueError("pool applies to lifecycle: persistent only (per_event starts a child per message)")
+        return self
 
 
 class LocalTransport(Model):
@@ -285,6 +297,22 @@ class GatewayBackend(Backend):
     allowInsecure: bool = Field(False, description="Permit plain http to a non-loopback host.")
     circuitBreaker: CircuitBreakerOptions = Field(default_factory=CircuitBreakerOptions)  # type: ignore[arg-type]
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this upstream.")
+    protocolVersion: Literal["draft", "0.1"] = Field("draft", description="The wire version this upstream speaks.")
+
+    @model_validator(mode="after")
+    def _v01_scope(self) -> GatewayBackend:
+        """A 0.1 backend can intercept tool.before and nothing else (0.1 observation is not bridged)."""
+        if self.protocolVersion != v01.VERSION:
+            return self
+        if self.transport.type == "local":
+            raise ValueError('protocolVersion "0.1" applies to http and stdio upstreams only')
+        for sub in self.subscriptions:
+            if sub.mode != "intercept" or sub.events != ["tool.before"]:
+                raise ValueError(
+                    'a protocolVersion "0.1" upstream supports exactly one kind of subscription: '
+                    "mode intercept, events [tool.before]"
+                )
+        return self
 
 
 class RegistrationDocument(Model):
@@ -313,11 +341,12 @@ class GatewayConfig(Model):
     @field_validator("protocolVersions")
     @classmethod
     def _versions(cls, v: list[str]) -> list[str]:
+        known = [*PROTOCOL_VERSIONS, v01.VERSION]
         for version in v:
-            if version not in PROTOCOL_VERSIONS:
-                raise ValueError(
-                    f"protocol version {version!r} is not implemented (supported: {list(PROTOCOL_VERSIONS)})"
-                )
+            if version not in known:
+                raise ValueError(f"protocol version {version!r} is not implemented (supported: {known})")
+        if v01.VERSION in v and v01.DRAFT not in v:
+            raise ValueError('protocolVersions: "0.1" is bridged through the draft pipeline; list "draft" too')
         return v
 
     @field_validator("hooks")

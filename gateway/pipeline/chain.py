@@ -16,6 +16,7 @@ settle in chain order, and after the deciding upstream the rest are discarded an
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from gateway.settle.ledger import StepOutcome, StepRecord
 from gateway.settle.outcome import Accepted, Failure, FailureClass
 from gateway.upstream.base import Call
 
+log = logging.getLogger("ahp_gateway")
 Headers = Callable[[Route], Any]
 MIN_BUDGET = 0.001
 """Seconds of deadline below which an upstream is not called at all (timers may fire a hair
@@ -106,6 +108,13 @@ def fold(route: Route, settled: Accepted | Failure, chain: ChainState, record: S
     fail-closed failure ends the chain."""
     if isinstance(settled, Failure):
         record.failure, record.detail = settled.kind.value, settled.detail
+        log.warning(
+            "upstream %s failed (%s: %s) under %s",
+            route.hook_id,
+            settled.kind.value,
+            settled.detail,
+            "fail-closed" if route.fail_closed else "fail-open",
+        )
         if route.fail_closed:
             record.outcome = StepOutcome.FAILED_CLOSED
             return route.hook_id, settled.kind.value

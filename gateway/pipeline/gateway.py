@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.pipeline import frontend
 from gateway.pipeline.intercept import Intercepts, cel_error_sink
 from gateway.pipeline.observe import Observer
 from gateway.pipeline.shadow import Shadows
-from gateway.protocol import wire
+from gateway.pipeline.versions import VersionBridge, maybe_v01
+from gateway.protocol import v01, wire
 from gateway.protocol.errors import RpcCode
 from gateway.protocol.methods import CAPABILITIES, INTERCEPT
 from gateway.runtime import RuntimeConfig, RuntimeHolder
@@ -25,6 +26,14 @@ from gateway.telemetry import NullTelemetry, Telemetry
 OVERLOADED = str(int(RpcCode.BACKEND_UNAVAILABLE))
 """``ahp_gateway_rejected_requests_total`` code of intercepts refused by ``limits.maxInflight``
 (the front end answers -32003 for nothing else)."""
+
+
+class Handler(Protocol):
+    """What a server binding calls: request bytes in, answer bytes (None: no answer) out."""
+
+    async def handle(
+        self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
+    ) -> bytes | None: ...
 
 
 class Gateway:
@@ -37,6 +46,10 @@ class Gateway:
         self.intercepts = Intercepts(self.telemetry, self.observer, self.shadows)
         self._running = 0
         """Intercepts in flight (``limits.maxInflight``)."""
+        self._bridge = VersionBridge(
+            self.handle_draft, self.telemetry.rejected, preload=v01.VERSION in holder.current.versions
+        )
+        """Harnesses on protocol 0.1 (README, "Protocol versions")."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -54,6 +67,14 @@ class Gateway:
 
     # ------------------------------------------------------------------ the request path
     async def handle(
+        self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
+    ) -> bytes | None:
+        """One harness message; the answer, or None for a notification (never answered)."""
+        if maybe_v01(body) and v01.VERSION in self.holder.current.versions:
+            return await self._bridge.handle(body, headers, principal)
+        return await self.handle_draft(body, headers, principal)
+
+    async def handle_draft(
         self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
     ) -> bytes | None:
         holder = self.holder

@@ -10,6 +10,7 @@ marks a subscription served when its call is sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -106,8 +107,9 @@ class Observer:
                 log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
 
     async def drain(self, deadline: float) -> None:
-        while self._queue.qsize() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        """Until every queued observation is delivered (not just taken), or ``deadline``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), max(0.0, deadline - time.monotonic()))
 
     async def aclose(self) -> None:
         for task in self._workers:

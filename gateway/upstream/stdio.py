@@ -1,10 +1,19 @@
 """AHP over stdio toward one upstream (AHP-STDIO-001): one UTF-8 JSON object per line.
 
-``persistent``: one long-lived child, at most one outstanding intercept at a time (the spec's
-serial rule), restarted after it exits; on a timeout or malformed output the child is killed so
-a stale line can never answer a later request. ``per_event``: one child per message, stdin closed
-after the line, at most one line read; exit status 0 completes the exchange. Children run the
-command directly (never a shell) with a minimal environment plus the transport's ``env``.
+``persistent``: a pool of up to ``pool.size`` long-lived children, started on demand. Each child
+has at most one outstanding message at a time (the spec allows no more), so concurrent intercepts
+run on different children instead of queueing behind one. A child that times out, writes
+malformed output (a banner, a partial or over-long line, a stale id) or exits is killed and
+replaced, so a stale line can never answer a later request; restarts of a slot that keeps failing
+back off exponentially (:func:`restart_delay`), and one good exchange resets it.
+
+``per_event``: one child per message, stdin closed after the line, at most one line read; exit
+status 0 completes the exchange.
+
+Children run the command directly (never a shell) with a minimal environment plus the
+transport's ``env``. Their stderr is logged line by line, each line cut to
+:data:`STDERR_LINE_CHARS` characters and at most :data:`STDERR_BURST` lines at once (refilled at
+:data:`STDERR_RATE` per second); the rest is dropped and the number dropped is logged.
 """
 
 from __future__ import annotations
@@ -13,7 +22,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +36,53 @@ from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway.stdio")
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
+RESTART_BASE_SECONDS = 0.05
+RESTART_MAX_SECONDS = 5.0
+STDERR_LINE_CHARS = 500
+STDERR_BURST = 50
+STDERR_RATE = 10.0
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds before a slot's child may start again after ``failures`` consecutive failures:
+    0.05, 0.1, 0.2 ... capped at 5 s; nothing before the first failure."""
+    if failures <= 0:
+        return 0.0
+    return float(min(RESTART_BASE_SECONDS * 2 ** (failures - 1), RESTART_MAX_SECONDS))
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One pool position: its current child, and how often it failed in a row."""
+
+    index: int
+    proc: asyncio.subprocess.Process | None = None
+    failures: int = 0
+    not_before: float = 0.0
+
+
+class _Restarting(Exception):
+    """The slot's restart back-off does not end before the deadline."""
+
+
+class StderrBudget:
+    """A token bucket for one child's stderr lines (diagnostics must not flood the log)."""
+
+    def __init__(self, burst: int = STDERR_BURST, rate: float = STDERR_RATE, clock: Any = time.monotonic) -> None:
+        self.burst, self.rate, self.clock = burst, rate, clock
+        self.tokens = float(burst)
+        self.last = clock()
+        self.dropped = 0
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        self.dropped += 1
+        return False
 
 
 class StdioUpstream:
@@ -40,6 +98,7 @@ class StdioUpstream:
         cwd: Path | None,
         env: Mapping[str, str],
         max_line_bytes: int,
+        pool_size: int = 1,
     ) -> None:
         self.hook_id = hook_id
         self._argv = [command, *args]
@@ -47,8 +106,13 @@ class StdioUpstream:
         self._cwd = str(cwd) if cwd else None
         self._env = {k: os.environ[k] for k in BASE_ENV if k in os.environ} | dict(env)
         self._limit = max_line_bytes
-        self._proc: asyncio.subprocess.Process | None = None
-        self._lock = asyncio.Lock()
+        self.pool_size = pool_size if self._persistent else 1
+        self._slots = [_Slot(i) for i in range(self.pool_size)]
+        self._idle: asyncio.LifoQueue[_Slot] = asyncio.LifoQueue()
+        for slot in reversed(self._slots):
+            self._idle.put_nowait(slot)  # LIFO: a hot child is reused, extra ones start on demand
+        self.starts = 0
+        """Children started so far (a restart counts too)."""
         self._pending: set[asyncio.Task[Any]] = set()
         """Reapers and stderr readers; awaited on close so no child outlives the upstream."""
 
@@ -57,7 +121,7 @@ class StdioUpstream:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    async def _spawn_process(self) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
             *self._argv,
             stdin=asyncio.subprocess.PIPE,
@@ -67,41 +131,159 @@ class StdioUpstream:
             env=self._env,
             limit=self._limit,
         )
+        self.starts += 1
         assert proc.stderr is not None
-        self._track(self._drain_stderr(proc.stderr), "stdio-stderr")
+        self._track(self._drain_stderr(proc.stderr, proc.pid), "stdio-stderr")
         return proc
 
-    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        """Diagnostics belong on stderr; log them, never let the pipe fill up."""
-        with contextlib.suppress(Exception):
-            while line := await stream.readline():
-                log.debug("%s stderr: %s", self.hook_id, line[:500].decode(errors="replace").rstrip())
+    async def _start(self) -> asyncio.subprocess.Process:
+        """``_spawn_process``, but a child whose start is cancelled (a deadline) is killed once it exists
+        instead of being left running unowned."""
+        spawning = asyncio.ensure_future(self._spawn_process())
+        try:
+            return await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            spawning.add_done_callback(self._kill_started)
+            raise
 
-    async def _persistent_proc(self) -> asyncio.subprocess.Process:
-        if self._proc is None or self._proc.returncode is not None:
-            self._proc = await self._spawn()
-        return self._proc
+    def _kill_started(self, task: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self._kill(task.result())
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader, pid: int) -> None:
+        """Diagnostics belong on stderr: log them bounded, and never let the pipe fill up."""
+        budget = StderrBudget()
+        pending = b""
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(4096):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                if len(pending) > STDERR_LINE_CHARS:  # an endless line: log its start, drop the rest
+                    lines.append(pending)
+                    pending = b""
+                for line in lines:
+                    if budget.take():
+                        text = line[:STDERR_LINE_CHARS].decode(errors="replace").rstrip()
+                        log.info("%s[%d] stderr: %s", self.hook_id, pid, text)
+            if pending and budget.take():
+                log.info("%s[%d] stderr: %s", self.hook_id, pid, pending[:STDERR_LINE_CHARS].decode(errors="replace"))
+        if budget.dropped:
+            log.warning("%s[%d]: %d stderr lines dropped (rate limit)", self.hook_id, pid, budget.dropped)
+
+    # ------------------------------------------------------------------ the persistent pool
+    async def _ready(self, slot: _Slot, deadline: float) -> asyncio.subprocess.Process:
+        proc = slot.proc
+        if proc is not None and proc.returncode is None:
+            return proc
+        loop = asyncio.get_running_loop()
+        if proc is not None:
+            log.warning("%s: child %d exited with status %s; restarting", self.hook_id, proc.pid, proc.returncode)
+            self._failed(slot)
+        wait = slot.not_before - loop.time()
+        if wait > 0:
+            if loop.time() + wait >= deadline:
+                raise _Restarting
+            await asyncio.sleep(wait)
+        slot.proc = await self._start()
+        return slot.proc
+
+    def _failed(self, slot: _Slot) -> None:
+        slot.proc = None
+        slot.failures += 1
+        slot.not_before = asyncio.get_running_loop().time() + restart_delay(slot.failures)
 
     def _kill(self, proc: asyncio.subprocess.Process | None) -> None:
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             self._track(proc.wait(), "stdio-reap")
-        if proc is self._proc:
-            self._proc = None
 
+    def _discard(self, slot: _Slot, *, failed: bool = True) -> None:
+        """Kill the slot's child; a failure (not a cancellation) feeds the restart back-off."""
+        self._kill(slot.proc)
+        if failed:
+            self._failed(slot)
+        else:
+            slot.proc = None
+
+    async def _on_slot(self, line: bytes, rid: Any, timeout: float, *, answer: bool) -> Reply | Failure | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        slot: _Slot | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                slot = await self._idle.get()
+                proc = await self._ready(slot, deadline)
+                assert proc.stdin is not None
+                proc.stdin.write(line)
+                await proc.stdin.drain()
+                if not answer:
+                    return None
+                outcome, correlated = await self._read_answer(proc, rid, close=False)
+            if not correlated:
+                self._discard(slot)  # malformed output or a stale id: never reuse this child
+            else:
+                slot.failures = 0
+            return outcome
+        except _Restarting:
+            return Failure(FailureClass.CONNECT, "backend restarting after repeated failures (back-off)")
+        except TimeoutError:
+            if slot is not None:
+                self._discard(slot)
+            return Failure(FailureClass.TIMEOUT, f"no answer within {timeout * 1000:.0f} ms")
+        except ValueError:  # a line above the limit
+            if slot is not None:
+                self._discard(slot)
+            return Failure(FailureClass.TOO_LARGE, f"line exceeds {self._limit} bytes")
+        except OSError as exc:  # launch failure, broken pipe
+            if slot is not None:
+                self._discard(slot)
+            return Failure(FailureClass.CONNECT, exc.__class__.__name__)
+        except asyncio.CancelledError:
+            if slot is not None:
+                self._discard(slot, failed=False)
+            raise
+        finally:
+            if slot is not None:
+                self._idle.put_nowait(slot)
+
+    async def _read_answer(
+        self, proc: asyncio.subprocess.Process, rid: Any, *, close: bool
+    ) -> tuple[Reply | Failure, bool]:
+        """One answer line, and whether it is a JSON object carrying ``rid`` (else the child
+        is never reused: its next line could answer the wrong request)."""
+        assert proc.stdout is not None
+        answer = await proc.stdout.readline()
+        if not answer.endswith(b"\n") and not close:
+            return Failure(FailureClass.CONNECT, "backend closed stdout"), False
+        if not answer.strip():
+            return Failure(FailureClass.INVALID_RESPONSE, "no response line"), False
+        try:
+            message = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            return Failure(FailureClass.INVALID_RESPONSE, "malformed JSON line"), False
+        return Reply(answer), isinstance(message, dict) and message.get("id") == rid
+
+    # ------------------------------------------------------------------ the Upstream interface
     async def intercept(self, call: Call) -> Reply | Failure:
         request, timeout = call.request, call.timeout
         line = orjson.dumps(request) + b"\n"
+        if self._persistent:
+            outcome = await self._on_slot(line, request["id"], timeout, answer=True)
+            assert outcome is not None
+            return outcome
         proc: asyncio.subprocess.Process | None = None
         try:
             async with asyncio.timeout(timeout):
-                if self._persistent:
-                    async with self._lock:
-                        proc = await self._persistent_proc()
-                        return await self._exchange(proc, line, request["id"], close=False)
-                proc = await self._spawn()
-                reply = await self._exchange(proc, line, request["id"], close=True)
+                proc = await self._start()
+                assert proc.stdin is not None
+                proc.stdin.write(line)
+                await proc.stdin.drain()
+                proc.stdin.close()
+                reply, _ = await self._read_answer(proc, request["id"], close=True)
+                if isinstance(reply, Failure):
+                    self._kill(proc)
+                    return reply
                 code = await proc.wait()
                 if code != 0:
                     return Failure(FailureClass.CONNECT, f"backend exited with status {code}")
@@ -109,51 +291,26 @@ class StdioUpstream:
         except TimeoutError:
             self._kill(proc)
             return Failure(FailureClass.TIMEOUT, f"no answer within {timeout * 1000:.0f} ms")
-        except (OSError, ValueError) as exc:  # launch failure, broken pipe, over-long line
+        except ValueError:
+            self._kill(proc)
+            return Failure(FailureClass.TOO_LARGE, f"line exceeds {self._limit} bytes")
+        except OSError as exc:
             self._kill(proc)
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
         except asyncio.CancelledError:
             self._kill(proc)
             raise
 
-    async def _exchange(
-        self, proc: asyncio.subprocess.Process, line: bytes, rid: Any, *, close: bool
-    ) -> Reply | Failure:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(line)
-        await proc.stdin.drain()
-        if close:
-            proc.stdin.close()
-        answer = await proc.stdout.readline()
-        if not answer.endswith(b"\n") and not close:
-            self._kill(proc)
-            return Failure(FailureClass.CONNECT, "backend closed stdout")
-        if not answer.strip():
-            self._kill(proc)
-            return Failure(FailureClass.INVALID_RESPONSE, "no response line")
-        try:
-            message = orjson.loads(answer)
-        except orjson.JSONDecodeError:
-            self._kill(proc)  # malformed output: never let a stale line answer a later request
-            return Failure(FailureClass.INVALID_RESPONSE, "malformed JSON line")
-        if not isinstance(message, dict) or message.get("id") != rid:
-            self._kill(proc)
-        return Reply(answer)
-
     async def observe(
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
     ) -> Failure | None:
         line = orjson.dumps(message) + b"\n"
+        if self._persistent:
+            outcome = await self._on_slot(line, None, timeout, answer=False)
+            return outcome if isinstance(outcome, Failure) else None
         try:
             async with asyncio.timeout(timeout):
-                if self._persistent:
-                    async with self._lock:
-                        proc = await self._persistent_proc()
-                        assert proc.stdin is not None
-                        proc.stdin.write(line)
-                        await proc.stdin.drain()
-                    return None
-                proc = await self._spawn()
+                proc = await self._start()
                 assert proc.stdin is not None
                 proc.stdin.write(line)
                 await proc.stdin.drain()
@@ -166,13 +323,14 @@ class StdioUpstream:
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
 
     async def aclose(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            try:
-                await asyncio.wait_for(proc.wait(), 2)
-            except TimeoutError:
-                self._kill(proc)
+        for slot in self._slots:
+            proc, slot.proc = slot.proc, None
+            if proc is not None and proc.returncode is None:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                try:
+                    await asyncio.wait_for(proc.wait(), 2)
+                except TimeoutError:
+                    self._kill(proc)
         if self._pending:
             await asyncio.wait(self._pending, timeout=5)
