@@ -47,6 +47,11 @@ class Limits(Model):
     maxInflight: int = Field(
         1000, ge=0, description="Intercepts served at once per worker; beyond it -32003 at once (0: unbounded)."
     )
+    headerTimeoutMs: int = Field(10_000, ge=10, description="Request line and headers must arrive within this.")
+    bodyTimeoutMs: int = Field(30_000, ge=10, description="A request body must arrive within this after its headers.")
+    idleTimeoutSeconds: float = Field(75.0, gt=0, description="Idle keep-alive connections close after this.")
+    maxConnections: int = Field(4096, ge=1, description="Open connections on the main listener; more get 503.")
+    adminMaxConnections: int = Field(64, ge=1, description="Open connections on the admin listener (its own cap).")
 
 
 class Frontend(Model):

@@ -198,6 +198,21 @@ SPECS: tuple[Spec, ...] = (
         "max",
     ),
     Spec(
+        "connections_open",
+        "gauge",
+        "ahp_gateway_open_connections",
+        "Open client connections per listener (main or admin).",
+        ("listener",),
+        "livesum",
+    ),
+    Spec(
+        "connections_closed",
+        "counter",
+        "ahp_gateway_connections_closed_total",
+        "Client connections closed by a limit (limit, header_timeout, body_timeout).",
+        ("listener", "reason"),
+    ),
+    Spec(
         "decision_log_drops",
         "counter",
         "ahp_gateway_decision_log_drops_total",
@@ -368,6 +383,8 @@ class Metrics:
     last_reload: Any
     config_ok: Any
     circuit_open: Any
+    connections_open: Any
+    connections_closed: Any
     decision_log_drops: Any
     auth_failures: Any
     uploads: Any

@@ -39,6 +39,7 @@ from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.guard import Guard, build_guard
 from gateway.server.http import build_app
+from gateway.server.limits import GuardedSite, Listeners
 from gateway.telemetry import Telemetry
 from gateway.upstream.http import ClientPool
 
@@ -119,6 +120,7 @@ class GatewayServer:
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
         self._reload_lock = asyncio.Lock()
+        self.guards: Listeners | None = None
 
     @property
     def url(self) -> str:
@@ -146,32 +148,50 @@ class GatewayServer:
         self._preregister(snapshot)
         self.readiness.config_loaded = True
         uploads = cfg.uploads.path if cfg.uploads is not None else None
-        limit = lambda: holder.current.loaded.config.limits.maxBodyBytes  # noqa: E731
-        app = build_app(self.gateway, cfg.listen.path, limit, self.guard, uploads)
+        self.guards = guards = Listeners(
+            lambda: holder.current.loaded.config.limits, getattr(self.observability, "metrics", None)
+        )
+        limits = lambda: holder.current.loaded.config.limits  # noqa: E731
+        app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
         self._app_runner, self.port = await self._serve(
-            app, self.host, self.port, cancel=True, ssl_context=self.guard.ssl_context
+            app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
         )
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
-        self._admin_runner, self.admin_port = await self._serve(admin, self.admin_host, self.admin_port, cancel=False)
+        self._admin_runner, self.admin_port = await self._serve(
+            admin, self.admin_host, self.admin_port, cancel=False, guards=guards
+        )
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))
         if cfg.reload.watch:
             self._watch_task = _tasks.spawn(self._watch(), name="config-watch")
 
     async def _serve(
-        self, app: web.Application, host: str, port: int, *, cancel: bool, ssl_context: Any = None
+        self,
+        app: web.Application,
+        host: str,
+        port: int,
+        *,
+        cancel: bool,
+        guards: Listeners,
+        ssl_context: Any = None,
     ) -> tuple[web.AppRunner, int]:
         timeout = self.loaded.config.shutdown.drainTimeoutSeconds
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout)
+        options = guards.runner_options(main=cancel)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout, **options)
         await runner.setup()
-        site = web.TCPSite(
-            runner, host, port, reuse_port=self.reuse_port or None, backlog=1024, ssl_context=ssl_context
+        guard = guards.main if cancel else guards.admin
+        site = GuardedSite(
+            runner,
+            host,
+            port,
+            guard=guard,
+            reuse_port=self.reuse_port or None,
+            backlog=1024,
+            ssl_context=ssl_context,
         )
         await site.start()
-        server: Any = site._server
-        sockets = getattr(server, "sockets", None)
-        return runner, (int(sockets[0].getsockname()[1]) if sockets else port)
+        return runner, site.bound_port
 
     # ------------------------------------------------------------------ reload
     async def reload(self) -> bool:

@@ -2,7 +2,9 @@
 
 The handler is thin: bound the body, hand the bytes to the pipeline, frame the answer — HTTP 200
 with the JSON-RPC response (errors included), 202 with no body for a notification. Oversized
-bodies get 413 without being read in full; other media types 415.
+bodies get 413 without being read in full; other media types 415. A gzip/deflate body is decoded
+with the limit on its decoded size (other encodings 415, a body that does not decode 400); a body
+that does not arrive within ``limits.bodyTimeoutMs`` gets 408 (see :mod:`gateway.server.limits`).
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
+from gateway.config.models import Limits
 from gateway.inbound.principal import Principal
 from gateway.pipeline.gateway import Handler
 from gateway.server.guard import Guard
-from gateway.upstream.http import read_bounded
+from gateway.server.limits import BodyRejected, coding_of, read_body
 
 _JSON = "application/json"
 HARD_BODY_CAP = 64 * 1024 * 1024
@@ -24,7 +27,8 @@ HARD_BODY_CAP = 64 * 1024 * 1024
 def build_app(
     gateway: Handler,
     path: str,
-    max_body: Callable[[], int],
+    limits: Callable[[], Limits],
+    on_body_timeout: Callable[[], None] | None = None,
     guard: Guard | None = None,
     upload_path: str | None = None,
 ) -> web.Application:
@@ -39,13 +43,21 @@ def build_app(
             principal = found
         if request.content_type != _JSON:
             return web.Response(status=415, text="AHP over HTTP requires Content-Type: application/json\n")
-        limit = max_body()
-        length = request.content_length
-        if length is not None and length > limit:
-            return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
-        body = await _read_bounded(request, limit)
-        if body is None:
-            return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
+        current = limits()
+        limit = current.maxBodyBytes
+        try:
+            coding = coding_of(request.headers.getall(hdrs.CONTENT_ENCODING, []))
+            length = request.content_length
+            if length is not None and length > limit:
+                raise BodyRejected(413, f"body exceeds {limit} bytes")
+            body = await read_body(request.content, limit=limit, coding=coding, timeout=current.bodyTimeoutMs / 1000)
+        except BodyRejected as exc:
+            if exc.status == 408 and on_body_timeout is not None:
+                on_body_timeout()
+            response = web.Response(status=exc.status, text=exc.reason + "\n")
+            if exc.status in (400, 408):
+                response.force_close()  # the rest of the stream cannot be trusted to frame a next request
+            return response
         answer = await gateway.handle(body, request.headers, cel_principal(principal))
         if answer is None:
             return web.Response(status=202)
@@ -62,9 +74,3 @@ def build_app(
 def cel_principal(principal: Principal | None) -> Mapping[str, Any] | None:
     """The authenticated caller as the pipeline's ``principal`` (``{name, attributes}``)."""
     return principal.as_cel() if principal is not None and principal.authenticated else None
-
-
-async def _read_bounded(request: web.Request, limit: int) -> bytes | None:
-    if request.content_length is not None:  # already checked against the limit
-        return await request.read()
-    return await read_bounded(request.content, limit)
