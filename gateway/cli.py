@@ -1,18 +1,22 @@
-"""``ahp-gateway``: serve | check | explain | policy test. The only module that prints or exits."""
+"""``ahp-gateway``: serve | check | explain | policy test | hook. The only module that prints or exits.
+
+``hook`` runs once per native tool call, so it is dispatched before anything heavy is imported
+(its logic lives in :mod:`gateway.native.command`)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway import __version__
-from gateway.config.load import ConfigError, Issue, LoadedConfig, load
+import gateway
+
+if TYPE_CHECKING:
+    from gateway.config.load import Issue, LoadedConfig
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -21,6 +25,8 @@ def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
 
 
 def _load_or_exit(path: str | None) -> LoadedConfig:
+    from gateway.config.load import ConfigError, load
+
     try:
         return load(Path(path) if path else None)
     except ConfigError as exc:
@@ -30,6 +36,7 @@ def _load_or_exit(path: str | None) -> LoadedConfig:
 
 
 def _compile_or_exit(loaded: LoadedConfig) -> object:
+    from gateway.config.load import ConfigError
     from gateway.runtime import build
     from gateway.upstream.http import ClientPool
 
@@ -93,6 +100,8 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     loaded = _load_or_exit(args.config)
     _compile_or_exit(loaded)
     if args.workers > 1:
@@ -140,6 +149,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hook(args: argparse.Namespace) -> int:
+    from gateway.native.command import main as hook_main
+
+    return hook_main(args.hook_args)
+
+
 def cmd_policy_test(args: argparse.Namespace) -> int:
     from gateway.policy.cases import run
     from gateway.policy.library import PolicyError
@@ -170,6 +185,8 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    import asyncio
+
     from gateway.explain import explain, explain_call, request_from
     from gateway.runtime import RuntimeConfig
 
@@ -216,7 +233,7 @@ def _pool_of(snap: object) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
-    parser.add_argument("--version", action="version", version=f"ahp-gateway {__version__}")
+    parser.add_argument("--version", action="version", version=f"ahp-gateway {gateway.__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -240,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
     explain.set_defaults(func=cmd_explain)
 
+    hook = sub.add_parser(
+        "hook", help="run as a native hook of a coding agent (hook <harness> ...; hook config <harness> ...)"
+    )
+    hook.add_argument("hook_args", nargs=argparse.REMAINDER, help="see `ahp-gateway hook --help`")
+    hook.set_defaults(func=cmd_hook)
+
     policy = sub.add_parser("policy", help="policy-as-code tools")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
     ptest = policy_sub.add_parser("test", help="run the tests: of policy files")
@@ -250,6 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:  # fast path: no server stack, no logging setup
+        from gateway.native.command import main as hook_main
+
+        return hook_main(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
