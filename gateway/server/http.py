@@ -11,6 +11,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from gateway.dispatch import Engine
+from gateway.native.endpoint import aiohttp_handler as native_handler
 from gateway.upstream.http import read_bounded
 
 _JSON = "application/json"
@@ -36,6 +37,7 @@ def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.App
         return web.Response(status=status, body=payload, content_type=_JSON)
 
     app.router.add_post(path, handle)
+    app.router.add_post("/native/{harness}", native_handler(engine.handle, max_body))  # native HTTP hooks
     return app
 
 

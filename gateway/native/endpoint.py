@@ -1,0 +1,83 @@
+"""``POST /native/<harness>``: the native HTTP hook front end (Claude Code ``type: "http"``,
+Copilot CLI ``type: "http"``). The harness POSTs its native payload; the gateway translates it
+with the same codec the command adapter uses, runs the AHP message through the same pipeline
+(``decide`` has the signature of ``Engine.handle``) and answers with the native JSON in a 200
+body, since an HTTP hook can only decide through a 2xx JSON body.
+
+Failures inside the gateway already settle as AHP answers (a fail-closed upstream becomes a deny);
+a pipeline fault or an unusable answer is decided here as under ``--on-error deny``. A payload
+the codec cannot read gets 400, which the harness treats as a non-blocking error (fail-open
+unless the hook entry sets ``onFailure: "block"``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from gateway.native import HTTP_HARNESSES, flow
+from gateway.native.model import Codec, NativeAnswer
+
+log = logging.getLogger("ahp_gateway")
+Decide = Callable[[bytes, Mapping[str, str]], Awaitable[tuple[int, bytes | None]]]
+FRONT_END_HEADER = "X-AHP-Front-End"
+_CODECS: dict[str, Codec] = {}
+_JSON = "application/json"
+
+
+def _codec(harness: str) -> Codec:
+    codec = _CODECS.get(harness)
+    if codec is None:
+        codec = _CODECS[harness] = flow.codec_for(harness)
+    return codec
+
+
+def _native(answer: NativeAnswer) -> tuple[int, bytes, str]:
+    if answer.stderr:
+        log.warning("%s", answer.stderr.strip())
+    return 200, (answer.stdout or "{}").encode("utf-8", "surrogatepass"), _JSON
+
+
+async def handle_native(
+    harness: str, body: bytes, headers: Mapping[str, str], decide: Decide, *, event: str | None = None
+) -> tuple[int, bytes, str]:
+    """(HTTP status, body, content type) for one native HTTP hook call."""
+    if harness not in HTTP_HARNESSES:
+        return 404, f"no native HTTP endpoint for {harness[:40]!r}; use the command adapter\n".encode(), "text/plain"
+    codec = _codec(harness)
+    prepared = flow.prepare(codec, body, event, "deny")
+    if prepared.answer is not None:
+        if prepared.tr is None and prepared.answer.exit_code != 0:
+            return 400, prepared.answer.stderr.encode(), "text/plain"
+        return _native(prepared.answer)
+    assert prepared.tr is not None and prepared.body is not None
+    forwarded: dict[str, str] = {**headers, FRONT_END_HEADER: f"native-{harness}"}
+    try:
+        status, answer = await decide(prepared.body, forwarded)
+    except Exception:  # noqa: BLE001 - a pipeline fault must still give the harness a decision
+        log.exception("native %s request failed in the pipeline", harness)
+        return _native(flow.failure(codec, prepared.tr, "deny", "internal gateway error"))
+    return _native(flow.conclude(codec, prepared.tr, status, answer, "deny"))
+
+
+def aiohttp_handler(decide: Decide, max_body: Callable[[], int]) -> Callable[[Any], Awaitable[Any]]:
+    """The aiohttp route handler for ``/native/{harness}`` (body bounded like the AHP route)."""
+    from aiohttp import web
+
+    from gateway.upstream.http import read_bounded
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        limit = max_body()
+        length = request.content_length
+        if length is not None and length > limit:
+            return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
+        body = await request.read() if length is not None else await read_bounded(request.content, limit)
+        if body is None:
+            return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
+        status, payload, content_type = await handle_native(
+            request.match_info["harness"], body, request.headers, decide, event=request.query.get("event")
+        )
+        return web.Response(status=status, body=payload, content_type=content_type)
+
+    return handle
