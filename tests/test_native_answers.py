@@ -34,12 +34,22 @@ CONTINUE = {"type": "flow", "operation": "continue", "instruction": "Run the tes
 
 
 def ctx(text: str) -> dict[str, Any]:
-    return {"type": "inject", "target": "context", "operation": "append", "deliverAt": "now",
-            "value": [ahp.text_message("m1", "system", text)]}  # fmt: skip
+    return {
+        "type": "inject",
+        "target": "context",
+        "operation": "append",
+        "deliverAt": "now",
+        "value": [ahp.text_message("m1", "system", text)],
+    }
 
 
 def out_msg(text: str) -> dict[str, Any]:
-    return {"type": "modify", "target": "output", "operation": "replace", "value": [ahp.text_message("o1", "tool", text)]}
+    return {
+        "type": "modify",
+        "target": "output",
+        "operation": "replace",
+        "value": [ahp.text_message("o1", "tool", text)],
+    }
 
 
 INJECT = ctx("Force pushes are rejected by policy.")
@@ -52,7 +62,9 @@ def prepared(harness: str, key: str) -> Translation:
 
 
 def reply(tr: Translation, effects: list[dict[str, Any]]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": tr.message["id"], "result": {"protocolVersion": "draft", "effects": effects}}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": tr.message["id"], "result": {"protocolVersion": "draft", "effects": effects}}
+    ).encode()
 
 
 def run(harness: str, key: str, effects: list[dict[str, Any]], on_error: str = "deny") -> NativeAnswer:
@@ -72,74 +84,321 @@ def hso(event: str, **fields: Any) -> dict[str, Any]:
 OUTCOMES: list[tuple[str, str, list[dict[str, Any]], int, Any, str]] = [
     # ---- Claude Code
     ("claude-code", "PreToolUse/Bash", [], 0, None, ""),
-    ("claude-code", "PreToolUse/Bash", [DENY], 0, hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R), ""),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [DENY],
+        0,
+        hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R),
+        "",
+    ),
     ("claude-code", "PreToolUse/Bash", [ASK], 0, hso("PreToolUse", permissionDecision="ask"), ""),
     ("claude-code", "PreToolUse/Bash", [ALLOW], 0, hso("PreToolUse", permissionDecision="allow"), ""),
-    ("claude-code", "PreToolUse/Bash", [MODIFY], 0, hso("PreToolUse", permissionDecision="ask", updatedInput=NEW_INPUT), ""),
-    ("claude-code", "PreToolUse/Bash", [ALLOW, MODIFY], 0, hso("PreToolUse", permissionDecision="allow", updatedInput=NEW_INPUT), ""),
-    ("claude-code", "PreToolUse/Bash", [MERGE], 0, hso("PreToolUse", permissionDecision="ask", updatedInput={
-        **ALL["claude-code"]["PreToolUse/Bash"]["tool_input"], "description": "dry run"}), ""),
-    ("claude-code", "PreToolUse/Bash", [INJECT], 0, hso("PreToolUse", additionalContext="Force pushes are rejected by policy."), ""),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [MODIFY],
+        0,
+        hso("PreToolUse", permissionDecision="ask", updatedInput=NEW_INPUT),
+        "",
+    ),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [ALLOW, MODIFY],
+        0,
+        hso("PreToolUse", permissionDecision="allow", updatedInput=NEW_INPUT),
+        "",
+    ),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [MERGE],
+        0,
+        hso(
+            "PreToolUse",
+            permissionDecision="ask",
+            updatedInput={**ALL["claude-code"]["PreToolUse/Bash"]["tool_input"], "description": "dry run"},
+        ),
+        "",
+    ),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [INJECT],
+        0,
+        hso("PreToolUse", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
     ("claude-code", "PreToolUse/Bash", [MESSAGE], 0, {"systemMessage": "The gateway rewrote the command."}, ""),
-    ("claude-code", "PreToolUse/Bash", [STOP], 0, {**hso("PreToolUse", permissionDecision="deny", permissionDecisionReason="Session halted by policy."),
-                                                   "continue": False, "stopReason": "Session halted by policy."}, ""),
-    ("claude-code", "PreToolUse/Bash", [ASK, MODIFY, MESSAGE, INJECT], 0, {
-        "systemMessage": "The gateway rewrote the command.",
-        **hso("PreToolUse", permissionDecision="ask", updatedInput=NEW_INPUT, additionalContext="Force pushes are rejected by policy.")}, ""),
-    ("claude-code", "PermissionRequest/Bash", [DENY], 0, hso("PermissionRequest", decision={"behavior": "deny", "message": R}), ""),
-    ("claude-code", "PermissionRequest/Bash", [ALLOW, MODIFY], 0, hso("PermissionRequest", decision={"behavior": "allow", "updatedInput": NEW_INPUT}), ""),
-    ("claude-code", "PermissionRequest/Bash", [STOP], 0, hso("PermissionRequest", decision={"behavior": "deny", "message": "Session halted by policy.", "interrupt": True}), ""),
-    ("claude-code", "PostToolUse/Bash", [INJECT, MESSAGE], 0, {**hso("PostToolUse", additionalContext="Force pushes are rejected by policy."),
-                                                               "systemMessage": "The gateway rewrote the command."}, ""),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [STOP],
+        0,
+        {
+            **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason="Session halted by policy."),
+            "continue": False,
+            "stopReason": "Session halted by policy.",
+        },
+        "",
+    ),
+    (
+        "claude-code",
+        "PreToolUse/Bash",
+        [ASK, MODIFY, MESSAGE, INJECT],
+        0,
+        {
+            "systemMessage": "The gateway rewrote the command.",
+            **hso(
+                "PreToolUse",
+                permissionDecision="ask",
+                updatedInput=NEW_INPUT,
+                additionalContext="Force pushes are rejected by policy.",
+            ),
+        },
+        "",
+    ),
+    (
+        "claude-code",
+        "PermissionRequest/Bash",
+        [DENY],
+        0,
+        hso("PermissionRequest", decision={"behavior": "deny", "message": R}),
+        "",
+    ),
+    (
+        "claude-code",
+        "PermissionRequest/Bash",
+        [ALLOW, MODIFY],
+        0,
+        hso("PermissionRequest", decision={"behavior": "allow", "updatedInput": NEW_INPUT}),
+        "",
+    ),
+    (
+        "claude-code",
+        "PermissionRequest/Bash",
+        [STOP],
+        0,
+        hso(
+            "PermissionRequest",
+            decision={"behavior": "deny", "message": "Session halted by policy.", "interrupt": True},
+        ),
+        "",
+    ),
+    (
+        "claude-code",
+        "PostToolUse/Bash",
+        [INJECT, MESSAGE],
+        0,
+        {
+            **hso("PostToolUse", additionalContext="Force pushes are rejected by policy."),
+            "systemMessage": "The gateway rewrote the command.",
+        },
+        "",
+    ),
     ("claude-code", "PostToolUse/Bash", [STOP], 0, {"continue": False, "stopReason": "Session halted by policy."}, ""),
     ("claude-code", "UserPromptSubmit", [DENY], 0, {"decision": "block", "reason": R}, ""),
-    ("claude-code", "SessionStart", [INJECT], 0, hso("SessionStart", additionalContext="Force pushes are rejected by policy."), ""),
+    (
+        "claude-code",
+        "SessionStart",
+        [INJECT],
+        0,
+        hso("SessionStart", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
     ("claude-code", "Stop", [CONTINUE], 0, {"decision": "block", "reason": "Run the tests first."}, ""),
-    ("claude-code", "Stop", [{"type": "flow", "operation": "continue"}], 0, {"decision": "block", "reason": "Continue."}, ""),
+    (
+        "claude-code",
+        "Stop",
+        [{"type": "flow", "operation": "continue"}],
+        0,
+        {"decision": "block", "reason": "Continue."},
+        "",
+    ),
     ("claude-code", "PreCompact", [DENY], 0, {"decision": "block", "reason": R}, ""),
     # ---- Codex (strict)
     ("codex", "PreToolUse/Bash", [], 0, None, ""),
-    ("codex", "PreToolUse/Bash", [DENY], 0, hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R), ""),
-    ("codex", "PreToolUse/Bash", [MODIFY], 0, hso("PreToolUse", permissionDecision="allow", updatedInput=NEW_INPUT), ""),
-    ("codex", "PreToolUse/Bash", [DENY, MODIFY, MESSAGE], 0, {**hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R),
-                                                             "systemMessage": "The gateway rewrote the command."}, ""),
-    ("codex", "PreToolUse/Bash", [INJECT], 0, hso("PreToolUse", additionalContext="Force pushes are rejected by policy."), ""),
+    (
+        "codex",
+        "PreToolUse/Bash",
+        [DENY],
+        0,
+        hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R),
+        "",
+    ),
+    (
+        "codex",
+        "PreToolUse/Bash",
+        [MODIFY],
+        0,
+        hso("PreToolUse", permissionDecision="allow", updatedInput=NEW_INPUT),
+        "",
+    ),
+    (
+        "codex",
+        "PreToolUse/Bash",
+        [DENY, MODIFY, MESSAGE],
+        0,
+        {
+            **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R),
+            "systemMessage": "The gateway rewrote the command.",
+        },
+        "",
+    ),
+    (
+        "codex",
+        "PreToolUse/Bash",
+        [INJECT],
+        0,
+        hso("PreToolUse", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
     ("codex", "PermissionRequest/Bash", [ALLOW], 0, hso("PermissionRequest", decision={"behavior": "allow"}), ""),
-    ("codex", "PermissionRequest/Bash", [DENY], 0, hso("PermissionRequest", decision={"behavior": "deny", "message": R}), ""),
-    ("codex", "PostToolUse/Bash", [STOP, INJECT], 0, {**hso("PostToolUse", additionalContext="Force pushes are rejected by policy."),
-                                                     "continue": False, "stopReason": "Session halted by policy."}, ""),
-    ("codex", "UserPromptSubmit", [DENY, MESSAGE], 0, {"decision": "block", "reason": R, "systemMessage": "The gateway rewrote the command."}, ""),
-    ("codex", "SessionStart", [INJECT], 0, hso("SessionStart", additionalContext="Force pushes are rejected by policy."), ""),
+    (
+        "codex",
+        "PermissionRequest/Bash",
+        [DENY],
+        0,
+        hso("PermissionRequest", decision={"behavior": "deny", "message": R}),
+        "",
+    ),
+    (
+        "codex",
+        "PostToolUse/Bash",
+        [STOP, INJECT],
+        0,
+        {
+            **hso("PostToolUse", additionalContext="Force pushes are rejected by policy."),
+            "continue": False,
+            "stopReason": "Session halted by policy.",
+        },
+        "",
+    ),
+    (
+        "codex",
+        "UserPromptSubmit",
+        [DENY, MESSAGE],
+        0,
+        {"decision": "block", "reason": R, "systemMessage": "The gateway rewrote the command."},
+        "",
+    ),
+    (
+        "codex",
+        "SessionStart",
+        [INJECT],
+        0,
+        hso("SessionStart", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
     # ---- Gemini CLI
     ("gemini", "BeforeTool/shell", [], 0, None, ""),
     ("gemini", "BeforeTool/shell", [DENY], 0, {"decision": "deny", "reason": R}, ""),
-    ("gemini", "BeforeTool/shell", [ASK, MESSAGE], 0, {"decision": "ask", "systemMessage": "The gateway rewrote the command."}, ""),
+    (
+        "gemini",
+        "BeforeTool/shell",
+        [ASK, MESSAGE],
+        0,
+        {"decision": "ask", "systemMessage": "The gateway rewrote the command."},
+        "",
+    ),
     ("gemini", "BeforeTool/shell", [MODIFY], 0, hso("BeforeTool", tool_input=NEW_INPUT), ""),
-    ("gemini", "BeforeTool/shell", [STOP], 0, {"decision": "deny", "reason": "Session halted by policy.", "continue": False,
-                                               "stopReason": "Session halted by policy."}, ""),
-    ("gemini", "AfterTool/shell", [INJECT], 0, hso("AfterTool", additionalContext="Force pushes are rejected by policy."), ""),
+    (
+        "gemini",
+        "BeforeTool/shell",
+        [STOP],
+        0,
+        {
+            "decision": "deny",
+            "reason": "Session halted by policy.",
+            "continue": False,
+            "stopReason": "Session halted by policy.",
+        },
+        "",
+    ),
+    (
+        "gemini",
+        "AfterTool/shell",
+        [INJECT],
+        0,
+        hso("AfterTool", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
     ("gemini", "AfterTool/shell", [out_msg("[redacted]")], 0, {"decision": "deny", "reason": "[redacted]"}, ""),
     ("gemini", "BeforeAgent", [DENY], 0, {"decision": "deny", "reason": R}, ""),
     ("gemini", "AfterAgent", [CONTINUE], 0, {"decision": "deny", "reason": "Run the tests first."}, ""),
     ("gemini", "AfterAgent", [STOP], 0, {"continue": False, "stopReason": "Session halted by policy."}, ""),
-    ("gemini", "SessionStart", [INJECT], 0, hso("SessionStart", additionalContext="Force pushes are rejected by policy."), ""),
+    (
+        "gemini",
+        "SessionStart",
+        [INJECT],
+        0,
+        hso("SessionStart", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
     # ---- Copilot CLI (top-level fields + the VS Code nested copy)
     ("copilot", "preToolUse/bash", [], 0, None, ""),
-    ("copilot", "preToolUse/bash", [DENY], 0, {"permissionDecision": "deny", "permissionDecisionReason": R,
-                                               **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R)}, ""),
-    ("copilot", "preToolUse/bash", [ASK], 0, {"permissionDecision": "ask", **hso("PreToolUse", permissionDecision="ask")}, ""),
-    ("copilot", "preToolUse/bash", [MODIFY], 0, {"modifiedArgs": NEW_INPUT, **hso("PreToolUse", updatedInput=NEW_INPUT)}, ""),
+    (
+        "copilot",
+        "preToolUse/bash",
+        [DENY],
+        0,
+        {
+            "permissionDecision": "deny",
+            "permissionDecisionReason": R,
+            **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R),
+        },
+        "",
+    ),
+    (
+        "copilot",
+        "preToolUse/bash",
+        [ASK],
+        0,
+        {"permissionDecision": "ask", **hso("PreToolUse", permissionDecision="ask")},
+        "",
+    ),
+    (
+        "copilot",
+        "preToolUse/bash",
+        [MODIFY],
+        0,
+        {"modifiedArgs": NEW_INPUT, **hso("PreToolUse", updatedInput=NEW_INPUT)},
+        "",
+    ),
     ("copilot", "permissionRequest/bash", [ALLOW], 0, {"behavior": "allow"}, ""),
     ("copilot", "permissionRequest/bash", [DENY], 0, {"behavior": "deny", "message": R}, ""),
-    ("copilot", "permissionRequest/bash", [STOP], 0, {"behavior": "deny", "message": "Session halted by policy.", "interrupt": True}, ""),
-    ("copilot", "postToolUse/bash", [out_msg("[redacted]"), INJECT], 0, {
-        "modifiedResult": {"resultType": "success", "textResultForLlm": "[redacted]"},
-        "additionalContext": "Force pushes are rejected by policy.",
-        **hso("PostToolUse", additionalContext="Force pushes are rejected by policy.")}, ""),
+    (
+        "copilot",
+        "permissionRequest/bash",
+        [STOP],
+        0,
+        {"behavior": "deny", "message": "Session halted by policy.", "interrupt": True},
+        "",
+    ),
+    (
+        "copilot",
+        "postToolUse/bash",
+        [out_msg("[redacted]"), INJECT],
+        0,
+        {
+            "modifiedResult": {"resultType": "success", "textResultForLlm": "[redacted]"},
+            "additionalContext": "Force pushes are rejected by policy.",
+            **hso("PostToolUse", additionalContext="Force pushes are rejected by policy."),
+        },
+        "",
+    ),
     ("copilot", "agentStop", [CONTINUE], 0, {"decision": "block", "reason": "Run the tests first."}, ""),
     # ---- Cursor (flat snake_case; explicit allow on the no-effect path of before-hooks)
     ("cursor", "preToolUse/Shell", [], 0, {"permission": "allow"}, ""),
-    ("cursor", "preToolUse/Shell", [DENY], 0, {"permission": "deny", "decision": "deny", "reason": R, "user_message": R, "agent_message": R}, ""),
+    (
+        "cursor",
+        "preToolUse/Shell",
+        [DENY],
+        0,
+        {"permission": "deny", "decision": "deny", "reason": R, "user_message": R, "agent_message": R},
+        "",
+    ),
     ("cursor", "preToolUse/Shell", [MODIFY], 0, {"permission": "allow", "updated_input": NEW_INPUT}, ""),
     ("cursor", "beforeShellExecution", [], 0, {"permission": "allow"}, ""),
     ("cursor", "beforeShellExecution", [DENY], 0, {"permission": "deny", "user_message": R, "agent_message": R}, ""),
@@ -156,7 +415,7 @@ OUTCOMES: list[tuple[str, str, list[dict[str, Any]], int, Any, str]] = [
     ("windsurf", "pre_run_command", [DENY], 2, None, R + "\n"),
     ("windsurf", "pre_mcp_tool_use", [DENY], 2, None, R + "\n"),
     ("windsurf", "pre_user_prompt", [DENY], 2, None, R + "\n"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.spec("AHP-DEC-001")
@@ -215,8 +474,23 @@ def codex_valid(event: str, answer: NativeAnswer) -> None:
         assert str(doc.get("reason", "")).strip()
 
 
-CODEX_CASES = [(k, e) for k in ALL["codex"] for e in ([], [DENY], [ALLOW], [ASK], [MODIFY], [INJECT], [MESSAGE], [STOP], [CONTINUE],
-                                                       [DENY, MODIFY, INJECT, MESSAGE], [ALLOW, MODIFY])]  # fmt: skip
+CODEX_CASES = [
+    (k, e)
+    for k in ALL["codex"]
+    for e in (
+        [],
+        [DENY],
+        [ALLOW],
+        [ASK],
+        [MODIFY],
+        [INJECT],
+        [MESSAGE],
+        [STOP],
+        [CONTINUE],
+        [DENY, MODIFY, INJECT, MESSAGE],
+        [ALLOW, MODIFY],
+    )
+]
 
 
 @pytest.mark.parametrize(("key", "effects"), CODEX_CASES)
@@ -232,11 +506,20 @@ def test_no_codex_answer_ever_violates_its_output_schema(key: str, effects: list
 @pytest.mark.spec("AHP-CAP-001")
 @pytest.mark.parametrize(
     ("harness", "key", "effect"),
-    [("codex", "PreToolUse/Bash", ASK), ("codex", "PreToolUse/Bash", ALLOW), ("codex", "PreToolUse/Bash", STOP),
-     ("cursor", "preToolUse/Shell", ASK), ("cursor", "beforeShellExecution", MESSAGE), ("windsurf", "pre_run_command", MODIFY),
-     ("gemini", "BeforeTool/shell", ALLOW), ("gemini", "BeforeTool/shell", INJECT), ("copilot", "preToolUse/bash", ALLOW),
-     ("claude-code", "PostToolUse/Bash", out_msg("x")), ("claude-code", "SessionStart", DENY)],
-)  # fmt: skip
+    [
+        ("codex", "PreToolUse/Bash", ASK),
+        ("codex", "PreToolUse/Bash", ALLOW),
+        ("codex", "PreToolUse/Bash", STOP),
+        ("cursor", "preToolUse/Shell", ASK),
+        ("cursor", "beforeShellExecution", MESSAGE),
+        ("windsurf", "pre_run_command", MODIFY),
+        ("gemini", "BeforeTool/shell", ALLOW),
+        ("gemini", "BeforeTool/shell", INJECT),
+        ("copilot", "preToolUse/bash", ALLOW),
+        ("claude-code", "PostToolUse/Bash", out_msg("x")),
+        ("claude-code", "SessionStart", DENY),
+    ],
+)
 def test_an_unadvertised_effect_is_never_dropped_silently(harness: str, key: str, effect: dict[str, Any]) -> None:
     """A gateway answer with an effect this native event cannot enforce is an operational failure
     (the whole answer is rejected and --on-error decides), not a silent no-op."""
@@ -259,28 +542,75 @@ MALFORMED: list[tuple[str, int, bytes]] = [
     ("not JSON", 200, b"<html>502</html>"),
     ("not a JSON-RPC 2.0 object", 200, b"[]"),
     ("id does not match", 200, b'{"jsonrpc":"2.0","id":"other","result":{"protocolVersion":"draft","effects":[]}}'),
-    ("JSON-RPC error -32003", 200, b'{"jsonrpc":"2.0","id":"ID","error":{"code":-32003,"message":"backend_unavailable"}}'),
-    ("protocol version draft", 200, b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"1900-01-01","effects":[]}}'),
+    (
+        "JSON-RPC error -32003",
+        200,
+        b'{"jsonrpc":"2.0","id":"ID","error":{"code":-32003,"message":"backend_unavailable"}}',
+    ),
+    (
+        "protocol version draft",
+        200,
+        b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"1900-01-01","effects":[]}}',
+    ),
     ("no effect list", 200, b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft"}}'),
-    ("malformed deny", 200, b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"deny","reason":"x","path":"/"}]}}'),
-    ("deny without a reason", 200, b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"deny","reason":" "}]}}'),
-    ("not advertised", 200, b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"unknown"}]}}'),
+    (
+        "malformed deny",
+        200,
+        b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"deny","reason":"x","path":"/"}]}}',
+    ),
+    (
+        "deny without a reason",
+        200,
+        b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"deny","reason":" "}]}}',
+    ),
+    (
+        "not advertised",
+        200,
+        b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"unknown"}]}}',
+    ),
     ("HTTP 500", 500, b"{}"),
     ("HTTP 302", 302, b""),
     ("HTTP 200 without a body", 200, b""),
-]  # fmt: skip
+]
 
 FAIL_DENY: dict[str, tuple[str, int, Any]] = {
-    "claude-code": ("PreToolUse/Bash", 0, hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC)),
+    "claude-code": (
+        "PreToolUse/Bash",
+        0,
+        hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC),
+    ),
     "codex": ("PreToolUse/Bash", 0, hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC)),
     "gemini": ("BeforeTool/shell", 0, {"decision": "deny", "reason": SYNTHETIC}),
-    "copilot": ("preToolUse/bash", 0, {"permissionDecision": "deny", "permissionDecisionReason": SYNTHETIC,
-                                       **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC)}),
-    "cursor": ("preToolUse/Shell", 0, {"permission": "deny", "decision": "deny", "reason": SYNTHETIC, "user_message": SYNTHETIC,
-                                       "agent_message": SYNTHETIC}),
+    "copilot": (
+        "preToolUse/bash",
+        0,
+        {
+            "permissionDecision": "deny",
+            "permissionDecisionReason": SYNTHETIC,
+            **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC),
+        },
+    ),
+    "cursor": (
+        "preToolUse/Shell",
+        0,
+        {
+            "permission": "deny",
+            "decision": "deny",
+            "reason": SYNTHETIC,
+            "user_message": SYNTHETIC,
+            "agent_message": SYNTHETIC,
+        },
+    ),
     "windsurf": ("pre_run_command", 2, None),
-}  # fmt: skip
-FAIL_ALLOW = {"claude-code": None, "codex": None, "gemini": None, "copilot": None, "cursor": {"permission": "allow"}, "windsurf": None}
+}
+FAIL_ALLOW = {
+    "claude-code": None,
+    "codex": None,
+    "gemini": None,
+    "copilot": None,
+    "cursor": {"permission": "allow"},
+    "windsurf": None,
+}
 
 
 @pytest.mark.spec("AHP-FAIL-001")
@@ -348,7 +678,9 @@ def test_gateway_down_is_reported_without_details_of_the_token() -> None:
     assert "s3cr3t" not in str(info.value)
 
 
-@pytest.mark.parametrize("url", ["ftp://h/", "http://", "localhost:8080", "http://h:99999/", "http://h:x/", "http://h/a b"])
+@pytest.mark.parametrize(
+    "url", ["ftp://h/", "http://", "localhost:8080", "http://h:99999/", "http://h:x/", "http://h/a b"]
+)
 def test_bad_gateway_urls_are_refused(url: str) -> None:
     with pytest.raises(client.Unreachable):
         client.split_url(url)
@@ -364,15 +696,21 @@ def test_url_forms() -> None:
 def test_events_that_cannot_deny_proceed_with_a_note_under_deny() -> None:
     tr = prepared("claude-code", "PostToolUse/Bash")
     answer = flow.failure(flow.codec_for("claude-code"), tr, "deny", "gateway unreachable")
-    assert answer == NativeAnswer(0, "", "ahp-gateway hook: gateway unreachable; PostToolUse cannot be denied natively, so it proceeds\n")
+    assert answer == NativeAnswer(
+        0, "", "ahp-gateway hook: gateway unreachable; PostToolUse cannot be denied natively, so it proceeds\n"
+    )
     obs = prepared("claude-code", "SessionEnd")
     assert flow.conclude(flow.codec_for("claude-code"), obs, 202, None, "deny") == NativeAnswer(0, "", "")
-    assert flow.conclude(flow.codec_for("claude-code"), obs, 500, None, "deny").stderr.startswith("ahp-gateway hook: the observation")
+    assert flow.conclude(flow.codec_for("claude-code"), obs, 500, None, "deny").stderr.startswith(
+        "ahp-gateway hook: the observation"
+    )
 
 
 def test_unusable_payload_blocks_by_exit_code_or_proceeds() -> None:
     codec = flow.codec_for("codex")
     denied = flow.prepare(codec, b"{oops", None, "deny").answer
-    assert denied == NativeAnswer(2, "", "ahp-gateway hook: unusable native payload: native payload is not JSON; blocking (--on-error deny)\n")
+    assert denied == NativeAnswer(
+        2, "", "ahp-gateway hook: unusable native payload: native payload is not JSON; blocking (--on-error deny)\n"
+    )
     allowed = flow.prepare(codec, b"{oops", None, "allow").answer
     assert allowed is not None and allowed.exit_code == 0 and allowed.stdout == ""

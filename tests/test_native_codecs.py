@@ -13,7 +13,7 @@ import pytest
 from gateway.native import ahp, flow
 from gateway.native.model import NativePayloadError
 from gateway.protocol.schemas import load
-from tests.native_payloads import ALL, CLAUDE, CODEX, COPILOT, CURSOR, GEMINI, PATCH, WINDSURF, event_of
+from tests.native_payloads import ALL, CLAUDE, COPILOT, CURSOR, GEMINI, PATCH, WINDSURF, event_of
 
 CASES = [(h, k) for h, payloads in ALL.items() for k in payloads]
 ALL_EFFECTS_PRE = {
@@ -113,17 +113,26 @@ EXPECTED_CAPS: dict[tuple[str, str], dict[str, Any] | None] = {
         "modify": {"output": {"replace": True, "merge": False}},
         "inject": {"context": {"append": True, "deliverAt": ["now"]}},
     },
-    ("cursor", "preToolUse/Shell"): {"effects": ["deny", "modify"], "modify": {"input": {"replace": True, "merge": False}}},
+    ("cursor", "preToolUse/Shell"): {
+        "effects": ["deny", "modify"],
+        "modify": {"input": {"replace": True, "merge": False}},
+    },
     ("cursor", "beforeShellExecution"): {"effects": ["deny"]},
     ("cursor", "beforeMCPExecution"): {"effects": ["deny"]},
     ("cursor", "beforeReadFile"): {"effects": ["deny"]},
     ("cursor", "beforeSubmitPrompt"): {"effects": ["deny"]},
-    ("cursor", "postToolUse/Shell"): {"effects": ["inject"], "inject": {"context": {"append": True, "deliverAt": ["now"]}}},
-    ("cursor", "stop"): {"effects": ["flow"], "flow": {"operations": ["continue"], "continuationCount": 0, "remainingContinuations": 3}},
+    ("cursor", "postToolUse/Shell"): {
+        "effects": ["inject"],
+        "inject": {"context": {"append": True, "deliverAt": ["now"]}},
+    },
+    ("cursor", "stop"): {
+        "effects": ["flow"],
+        "flow": {"operations": ["continue"], "continuationCount": 0, "remainingContinuations": 3},
+    },
     ("windsurf", "pre_run_command"): {"effects": ["deny"]},
     ("windsurf", "pre_user_prompt"): {"effects": ["deny"]},
     ("windsurf", "post_run_command"): None,
-}  # fmt: skip
+}
 
 
 @pytest.mark.spec("AHP-CAP-001")
@@ -168,15 +177,25 @@ def test_copilot_pre_tool_use_parses_tool_args_and_synthesizes_the_documented_ca
     event = msg["params"]["event"]
     tool_input = {"command": "npm publish --access public", "description": "Publish the package"}
     assert event["tool"] == {"name": "bash", "input": tool_input, "origin": "native"}
-    assert event["call"] == {"id": "syn-" + sha("call", "copilot", COPILOT["preToolUse/bash"]["sessionId"], "", "bash", tool_input), "synthesized": True}  # fmt: skip
+    assert event["call"] == {
+        "id": "syn-" + sha("call", "copilot", COPILOT["preToolUse/bash"]["sessionId"], "", "bash", tool_input),
+        "synthesized": True,
+    }
     assert event["time"] == "2025-11-30T09:44:18.512Z"  # the payload's epoch milliseconds
     assert event["session"] == {"id": "0f6e3d2c-5b4a-4987-8c1d-2e3f4a5b6c7d", "cwd": "/home/ana/payments"}
 
 
 @pytest.mark.spec("AHP-CORE-004")
-@pytest.mark.parametrize(("harness", "key"), [("gemini", "BeforeTool/shell"), ("copilot", "preToolUse/bash"),
-                                               ("cursor", "beforeShellExecution"), ("windsurf", "pre_mcp_tool_use"),
-                                               ("claude-code", "PermissionRequest/Bash")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("harness", "key"),
+    [
+        ("gemini", "BeforeTool/shell"),
+        ("copilot", "preToolUse/bash"),
+        ("cursor", "beforeShellExecution"),
+        ("windsurf", "pre_mcp_tool_use"),
+        ("claude-code", "PermissionRequest/Bash"),
+    ],
+)
 def test_synthesized_ids_are_identical_across_retries(harness: str, key: str) -> None:
     first, again = translate(harness, key), translate(harness, key)
     assert first["params"]["event"]["call"]["synthesized"] is True
@@ -196,7 +215,9 @@ def test_synthesized_call_ids_correlate_before_and_after_and_separate_different_
     assert other is not None and other.message["params"]["event"]["call"] != b.message["params"]["event"]["call"]
     # Key order in the native input does not change the identity (canonical JSON).
     reordered = codec.translate({**before, "tool_input": dict(reversed(list(before["tool_input"].items())))}, None)
-    assert reordered is not None and reordered.message["params"]["event"]["call"] == b.message["params"]["event"]["call"]
+    assert (
+        reordered is not None and reordered.message["params"]["event"]["call"] == b.message["params"]["event"]["call"]
+    )
 
 
 def test_tool_inputs_become_objects_and_native_names_are_kept() -> None:
@@ -206,7 +227,11 @@ def test_tool_inputs_become_objects_and_native_names_are_kept() -> None:
     assert mcp["tool"]["mcp"]["connection"] == {"transport": "http", "url": "https://mcp.example.com/postgres"}
     shell = translate("cursor", "beforeShellExecution")["params"]["event"]
     assert shell["tool"]["name"] == "Shell"
-    assert shell["tool"]["input"] == {"command": "aws s3 rm s3://prod-backups --recursive", "cwd": "/Users/ana/payments", "sandbox": False}  # fmt: skip
+    assert shell["tool"]["input"] == {
+        "command": "aws s3 rm s3://prod-backups --recursive",
+        "cwd": "/Users/ana/payments",
+        "sandbox": False,
+    }
     assert shell["turn"] == {"id": CURSOR["beforeShellExecution"]["generation_id"]}
     assert shell["harness"] == {"name": "cursor", "version": "3.9.16"}
     read = translate("cursor", "beforeReadFile")["params"]["event"]
@@ -217,13 +242,18 @@ def test_tool_inputs_become_objects_and_native_names_are_kept() -> None:
     argv = translate("codex", "PreToolUse/argv")["params"]["event"]
     assert argv["tool"]["input"] == {"command": ["git", "push", "--force", "origin", "main"]}
     windsurf = translate("windsurf", "pre_mcp_tool_use")["params"]["event"]
-    assert windsurf["tool"]["name"] == "query" and windsurf["tool"]["input"] == {"sql": "DELETE FROM invoices WHERE paid = false"}  # fmt: skip
+    assert windsurf["tool"]["name"] == "query" and windsurf["tool"]["input"] == {
+        "sql": "DELETE FROM invoices WHERE paid = false"
+    }
     assert windsurf["tool"]["mcp"]["server"] == {"id": "postgres"}
     run = translate("windsurf", "pre_run_command")["params"]["event"]
     assert run["tool"] == {"name": "run_command", "input": WINDSURF["pre_run_command"]["tool_info"], "origin": "native"}
     claude_mcp = translate("claude-code", "PreToolUse/mcp")["params"]["event"]
     assert claude_mcp["tool"]["name"] == "mcp__github__create_issue"
-    assert claude_mcp["tool"]["mcp"]["server"] == {"id": "github"} and claude_mcp["tool"]["mcp"]["toolName"] == "create_issue"
+    assert (
+        claude_mcp["tool"]["mcp"]["server"] == {"id": "github"}
+        and claude_mcp["tool"]["mcp"]["toolName"] == "create_issue"
+    )
     gemini_mcp = translate("gemini", "BeforeTool/mcp")["params"]["event"]
     assert gemini_mcp["tool"]["mcp"]["connection"] == {"transport": "http", "url": "https://api.githubcopilot.com/mcp/"}
     pascal = translate("copilot", "PreToolUse/pascal")["params"]["event"]

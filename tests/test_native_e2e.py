@@ -63,9 +63,16 @@ async def hook(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> t
     environment = {k: v for k, v in os.environ.items() if not k.startswith("AHP_GATEWAY_")}
     environment.update(PYTHONPATH=str(ROOT), **(env or {}))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "hook", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=environment,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "gateway",
+        "hook",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=environment,
+    )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -89,7 +96,9 @@ def denial_text(harness: str, code: int, out: str, err: str) -> str:
 
 @pytest.mark.spec("AHP-TB-001")
 @pytest.mark.parametrize("harness", HARNESSES)
-async def test_force_push_is_blocked_and_ls_passes_through_the_real_adapter(harness: str, default_gateway: GatewayServer) -> None:
+async def test_force_push_is_blocked_and_ls_passes_through_the_real_adapter(
+    harness: str, default_gateway: GatewayServer
+) -> None:
     payload, event = shell_payload(harness, FORCE_PUSH)
     args = [harness, "--url", default_gateway.url, *(["--event", event] if event else [])]
     code, out, err = await hook(*args, stdin=json.dumps(payload).encode())
@@ -127,8 +136,9 @@ async def test_slow_gateway_is_decided_within_the_internal_deadline() -> None:
     port = server.sockets[0].getsockname()[1]
     try:
         payload, _ = shell_payload("codex", "ls -la")
-        code, out, err = await hook("codex", "--url", f"http://127.0.0.1:{port}/", "--timeout-ms", "200",
-                                    stdin=json.dumps(payload).encode())  # fmt: skip
+        code, out, err = await hook(
+            "codex", "--url", f"http://127.0.0.1:{port}/", "--timeout-ms", "200", stdin=json.dumps(payload).encode()
+        )
     finally:
         server.close()
     assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
@@ -140,25 +150,43 @@ async def test_malformed_gateway_answer_and_token_handling(stub_factory: Any, tm
     token = tmp_path / "token"
     token.write_text("s3cr3t-value\n")
     payload, event = shell_payload("copilot", "ls -la")
-    code, out, err = await hook("copilot", "--event", str(event), "--token-file", str(token),
-                                stdin=json.dumps(payload).encode(), env={"AHP_GATEWAY_URL": stub.url})  # fmt: skip
+    code, out, err = await hook(
+        "copilot",
+        "--event",
+        str(event),
+        "--token-file",
+        str(token),
+        stdin=json.dumps(payload).encode(),
+        env={"AHP_GATEWAY_URL": stub.url},
+    )
     assert code == 0 and json.loads(out)["permissionDecision"] == "deny"
     assert "unusable gateway answer: the answer id does not match the request id" in err
     assert stub.headers[0]["Authorization"] == "Bearer s3cr3t-value"
     assert stub.headers[0]["X-AHP-Front-End"] == "native-copilot"
     assert stub.received[0]["params"]["event"]["tool"]["input"] == {"command": "ls -la"}
     assert "s3cr3t" not in out + err + json.dumps(stub.received)
-    code, out, err = await hook("copilot", "--event", str(event), "--token-file", str(tmp_path / "missing"),
-                                "--url", stub.url, stdin=json.dumps(payload).encode())  # fmt: skip
+    code, out, err = await hook(
+        "copilot",
+        "--event",
+        str(event),
+        "--token-file",
+        str(tmp_path / "missing"),
+        "--url",
+        stub.url,
+        stdin=json.dumps(payload).encode(),
+    )
     assert "cannot read the token file" in err and json.loads(out)["permissionDecision"] == "deny"
     assert len(stub.received) == 1  # nothing was sent without the credential
 
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
-    [(["nosuch"], 2, "usage error"), (["codex", "--timeout-ms", "0"], 2, "--timeout-ms"),
-     (["codex", "--on-error", "allow", "--bogus"], 0, "proceeding (--on-error allow)")],
-)  # fmt: skip
+    [
+        (["nosuch"], 2, "usage error"),
+        (["codex", "--timeout-ms", "0"], 2, "--timeout-ms"),
+        (["codex", "--on-error", "allow", "--bogus"], 0, "proceeding (--on-error allow)"),
+    ],
+)
 async def test_usage_errors_answer_in_the_native_contract(args: list[str], code: int, message: str) -> None:
     rc, out, err = await hook(*args, stdin=b"{}")
     assert (rc, out) == (code, "") and message in err
@@ -262,8 +290,14 @@ async def test_the_hook_command_never_imports_the_server_stack() -> None:
     )
     payload = json.dumps(shell_payload("claude-code", "ls")[0])
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, payload, f"http://127.0.0.1:{_closed_port()}/",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        script,
+        payload,
+        f"http://127.0.0.1:{_closed_port()}/",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     _, err = await proc.communicate()
     assert "HEAVY=\n" in err.decode(), err.decode()

@@ -160,9 +160,15 @@ class ClaudeFamilyCodec:
             if self.profile.copilot and isinstance(result, dict):
                 result = get(result, "textResultForLlm", "text_result_for_llm") or result
             event_obj = events.tool_after(
-                origin, tool_name, tool_input, native_id, output=result, error=error, mcp=mcp,
+                origin,
+                tool_name,
+                tool_input,
+                native_id,
+                output=result,
+                error=error,
+                mcp=mcp,
                 duration_ms=payload.get("duration_ms"),
-            )  # fmt: skip
+            )
         elif ahp_type == "turn.start":
             event_obj = events.turn_start(origin, payload.get("prompt"))
         elif ahp_type == "session.start":

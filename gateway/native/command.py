@@ -35,10 +35,18 @@ def _hook_parser() -> _Parser:
     p.add_argument("--url", help="the gateway's AHP endpoint (default: $AHP_GATEWAY_URL)")
     p.add_argument("--event", help="the native event name (default: read from the payload)")
     p.add_argument("--token-file", help="file holding the gateway bearer token (default: $AHP_GATEWAY_TOKEN_FILE)")
-    p.add_argument("--on-error", choices=("deny", "allow"), default="deny",
-                   help="decision when the gateway is unreachable, slow or answers badly (default: deny)")  # fmt: skip
-    p.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS,
-                   help=f"internal deadline, keep it well below the native hook timeout (default: {DEFAULT_TIMEOUT_MS})")  # fmt: skip
+    p.add_argument(
+        "--on-error",
+        choices=("deny", "allow"),
+        default="deny",
+        help="decision when the gateway is unreachable, slow or answers badly (default: deny)",
+    )
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=DEFAULT_TIMEOUT_MS,
+        help=f"internal deadline, keep it well below the native hook timeout (default: {DEFAULT_TIMEOUT_MS})",
+    )
     return p
 
 

@@ -85,13 +85,19 @@ class CursorCodec:
             return None
         caps = CAPS[name]
         session = ahp.session_block(
-            payload.get("conversation_id") or payload.get("session_id"), payload.get("cwd"),
-            payload.get("model"), payload.get("workspace_roots"),
-        )  # fmt: skip
+            payload.get("conversation_id") or payload.get("session_id"),
+            payload.get("cwd"),
+            payload.get("model"),
+            payload.get("workspace_roots"),
+        )
         origin = events.Origin(
-            "cursor", text(payload.get("cursor_version")) or "unknown", name, payload, session,
+            "cursor",
+            text(payload.get("cursor_version")) or "unknown",
+            name,
+            payload,
+            session,
             text(payload.get("generation_id")),
-        )  # fmt: skip
+        )
         ahp_type = _AHP_TYPE[name]
         tool_input: Json | None = None
         if ahp_type.startswith("tool."):
@@ -108,9 +114,15 @@ class CursorCodec:
                 if isinstance(output, str):
                     output = ahp.parse_input(output) if output.lstrip().startswith(("{", "[")) else output
                 event_obj = events.tool_after(
-                    origin, tool_name, tool_input, payload.get("tool_use_id"), output=None if error else output,
-                    error=error, mcp=mcp, duration_ms=payload.get("duration"),
-                )  # fmt: skip
+                    origin,
+                    tool_name,
+                    tool_input,
+                    payload.get("tool_use_id"),
+                    output=None if error else output,
+                    error=error,
+                    mcp=mcp,
+                    duration_ms=payload.get("duration"),
+                )
         elif ahp_type == "turn.start":
             event_obj = events.turn_start(origin, payload.get("prompt"))
         elif ahp_type == "turn.finish.before":

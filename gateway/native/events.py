@@ -150,9 +150,17 @@ def session_start(origin: Origin, source: Any, permission_mode: Any, manifest: J
     return event
 
 
-_ENDS = {"clear": "completed", "logout": "completed", "prompt_input_exit": "completed", "exit": "completed",
-         "complete": "completed", "user_exit": "completed", "error": "error", "abort": "cancelled",
-         "timeout": "error"}  # fmt: skip
+_ENDS = {
+    "clear": "completed",
+    "logout": "completed",
+    "prompt_input_exit": "completed",
+    "exit": "completed",
+    "complete": "completed",
+    "user_exit": "completed",
+    "error": "error",
+    "abort": "cancelled",
+    "timeout": "error",
+}
 
 
 def session_end(origin: Origin, reason: Any) -> Json:

@@ -36,9 +36,13 @@ def _mcp(payload: Json) -> Json | None:
     if not isinstance(ctx, dict):
         return None
     return ahp.mcp_block(
-        str(ctx.get("server_name") or ""), str(ctx.get("tool_name") or ""),
-        ctx.get("url"), ctx.get("command"), ctx.get("args"), ctx.get("cwd"),
-    )  # fmt: skip
+        str(ctx.get("server_name") or ""),
+        str(ctx.get("tool_name") or ""),
+        ctx.get("url"),
+        ctx.get("command"),
+        ctx.get("args"),
+        ctx.get("cwd"),
+    )
 
 
 class GeminiCodec:
@@ -52,9 +56,14 @@ class GeminiCodec:
             return None
         caps = CAPS[name]
         origin = events.Origin(
-            "gemini", "unknown", name, payload,
-            ahp.session_block(payload.get("session_id"), payload.get("cwd")), None, payload.get("timestamp"),
-        )  # fmt: skip
+            "gemini",
+            "unknown",
+            name,
+            payload,
+            ahp.session_block(payload.get("session_id"), payload.get("cwd")),
+            None,
+            payload.get("timestamp"),
+        )
         tool_name = text(payload.get("tool_name")) or ""
         tool_input = ahp.parse_input(payload.get("tool_input"))
         ahp_type = _AHP_TYPE[name]
@@ -76,9 +85,7 @@ class GeminiCodec:
             event_obj = events.turn_start(origin, payload.get("prompt"))
         elif ahp_type == "turn.finish.before":
             active = payload.get("stop_hook_active") is True
-            caps = {**CAPS[name], "flow": {"operations": ["stop", "continue"],  # type: ignore[dict-item]
-                                            "continuationCount": 1 if active else 0,
-                                            "remainingContinuations": 0 if active else 1}}  # fmt: skip
+            caps = ahp.capabilities((), flow=("stop", "continue"), continuations=(1, 0) if active else (0, 1))
             event_obj = events.turn_finish(origin, payload.get("prompt_response"), 1 if active else 0)
         elif ahp_type == "session.start":
             event_obj = events.session_start(origin, payload.get("source"), None, self.manifest())

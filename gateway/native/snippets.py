@@ -16,15 +16,19 @@ NATIVE_TIMEOUT_S = 10
 
 # (native events to register, events whose entries should fail closed where the harness can)
 EVENTS = {
-    "claude-code": (("PreToolUse", "PermissionRequest", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
-                    ("PreToolUse", "PermissionRequest", "UserPromptSubmit")),
+    "claude-code": (
+        ("PreToolUse", "PermissionRequest", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"),
+        ("PreToolUse", "PermissionRequest", "UserPromptSubmit"),
+    ),
     "codex": (("PreToolUse", "PermissionRequest", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop"), ()),
     "gemini": (("BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "SessionStart"), ()),
     "copilot": (("preToolUse", "permissionRequest", "postToolUse", "sessionStart", "agentStop"), ()),
-    "cursor": (("preToolUse", "beforeSubmitPrompt", "postToolUse", "sessionStart", "stop"),
-               ("preToolUse", "beforeSubmitPrompt")),
+    "cursor": (
+        ("preToolUse", "beforeSubmitPrompt", "postToolUse", "sessionStart", "stop"),
+        ("preToolUse", "beforeSubmitPrompt"),
+    ),
     "windsurf": (("pre_run_command", "pre_write_code", "pre_read_code", "pre_mcp_tool_use", "pre_user_prompt"), ()),
-}  # fmt: skip
+}
 
 FAILURE = {
     "claude-code": [
@@ -109,16 +113,37 @@ def snippet(harness: str, url: str, token_file: str | None) -> str:
             if token_file:
                 http_handler["headers"] = {"Authorization": "Bearer $AHP_GATEWAY_TOKEN"}
                 http_handler["allowedEnvVars"] = ["AHP_GATEWAY_TOKEN"]
-            http_doc = {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [http_handler]}],
-                                  "PermissionRequest": [{"matcher": "*", "hooks": [http_handler]}]}}  # fmt: skip
+            http_doc = {
+                "hooks": {
+                    "PreToolUse": [{"matcher": "*", "hooks": [http_handler]}],
+                    "PermissionRequest": [{"matcher": "*", "hooks": [http_handler]}],
+                }
+            }
             blocks.append(
-                ("alternative without a process per call: native HTTP hook, same file (the gateway translates)",
-                 json.dumps(http_doc, indent=2))
-            )  # fmt: skip
+                (
+                    "alternative without a process per call: native HTTP hook, same file (the gateway translates)",
+                    json.dumps(http_doc, indent=2),
+                )
+            )
     elif harness == "gemini":
-        doc = {"hooks": {event: [{"matcher": ".*" if event.endswith("Tool") else "*", "hooks": [
-            {"name": "ahp-gateway", "type": "command", "command": cmd[event], "timeout": NATIVE_TIMEOUT_S * 1000}]}]
-            for event in events}}  # fmt: skip
+        doc = {
+            "hooks": {
+                event: [
+                    {
+                        "matcher": ".*" if event.endswith("Tool") else "*",
+                        "hooks": [
+                            {
+                                "name": "ahp-gateway",
+                                "type": "command",
+                                "command": cmd[event],
+                                "timeout": NATIVE_TIMEOUT_S * 1000,
+                            }
+                        ],
+                    }
+                ]
+                for event in events
+            }
+        }
         blocks.append((".gemini/settings.json (or ~/.gemini/settings.json)", json.dumps(doc, indent=2)))
     elif harness == "copilot":
         doc2: dict[str, object] = {
@@ -143,9 +168,11 @@ def snippet(harness: str, url: str, token_file: str | None) -> str:
             },
         }
         blocks.append(
-            ("alternative: native HTTP hook (https only; plain http://localhost needs COPILOT_HOOK_ALLOW_LOCALHOST=1)",
-             json.dumps(http_doc2, indent=2))
-        )  # fmt: skip
+            (
+                "alternative: native HTTP hook (https only; plain http://localhost needs COPILOT_HOOK_ALLOW_LOCALHOST=1)",
+                json.dumps(http_doc2, indent=2),
+            )
+        )
     elif harness == "cursor":
         entries: dict[str, list[dict[str, object]]] = {}
         for event in events:

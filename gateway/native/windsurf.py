@@ -44,10 +44,14 @@ class WindsurfCodec:
         info = payload.get("tool_info")
         info = info if isinstance(info, dict) else {}
         origin = events.Origin(
-            "windsurf", "unknown", name, payload,
+            "windsurf",
+            "unknown",
+            name,
+            payload,
             ahp.session_block(payload.get("trajectory_id"), info.get("cwd"), payload.get("model_name")),
-            None, payload.get("timestamp"),
-        )  # fmt: skip
+            None,
+            payload.get("timestamp"),
+        )
         tool_input: Json | None = None
         if name == "pre_user_prompt":
             event_obj = events.turn_start(origin, info.get("user_prompt"))
