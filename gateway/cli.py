@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gateway
 
 if TYPE_CHECKING:
     from gateway.config.load import Issue, LoadedConfig
+
+# logging, pathlib and the config stack are imported where used: `hook` must start fast.
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -25,6 +25,8 @@ def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
 
 
 def _load_or_exit(path: str | None) -> LoadedConfig:
+    from pathlib import Path
+
     from gateway.config.load import ConfigError, load
 
     try:
@@ -101,6 +103,7 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
+    import logging
 
     loaded = _load_or_exit(args.config)
     _compile_or_exit(loaded)
@@ -156,6 +159,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_test(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from gateway.policy.cases import run
     from gateway.policy.library import PolicyError
 
@@ -186,6 +191,7 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     import asyncio
+    from pathlib import Path
 
     from gateway.explain import explain, explain_call, request_from
     from gateway.runtime import RuntimeConfig
@@ -278,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.native.command import main as hook_main
 
         return hook_main(args_list[1:])
+    import logging
+
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
