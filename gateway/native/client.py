@@ -90,16 +90,17 @@ def post(url: str, body: bytes, *, deadline_s: float, token: str | None, front_e
 
 
 def _read_response(sock: socket.socket, remaining: Callable[[], float]) -> tuple[int, bytes]:
-    data = b""
+    data = bytearray()
     while b"\r\n\r\n" not in data:
         sock.settimeout(remaining())
         chunk = sock.recv(65536)
         if not chunk:
             raise Unreachable("the gateway closed the connection without an answer")
         data += chunk
-        if len(data) > MAX_ANSWER_BYTES:
-            raise Unreachable("the gateway answer is too large")
-    head, _, rest = data.partition(b"\r\n\r\n")
+        if len(data) > 65536:
+            raise Unreachable("the gateway answer headers are too large")
+    head, _, tail = bytes(data).partition(b"\r\n\r\n")
+    rest = bytearray(tail)
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
     parts = status_line.split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -121,7 +122,7 @@ def _read_response(sock: socket.socket, remaining: Callable[[], float]) -> tuple
             if not chunk:
                 raise Unreachable("the gateway answer was cut short")
             rest += chunk
-        return status, rest[:want]
+        return status, bytes(rest[:want])
     while True:  # chunked or close-delimited: read to EOF (we sent Connection: close)
         sock.settimeout(remaining())
         chunk = sock.recv(65536)
@@ -130,11 +131,11 @@ def _read_response(sock: socket.socket, remaining: Callable[[], float]) -> tuple
         rest += chunk
         if len(rest) > MAX_ANSWER_BYTES:
             raise Unreachable("the gateway answer is too large")
-    return status, _dechunk(rest) if chunked else rest
+    return status, _dechunk(bytes(rest)) if chunked else bytes(rest)
 
 
 def _dechunk(data: bytes) -> bytes:
-    out = b""
+    out = bytearray()
     while True:
         size_line, sep, data = data.partition(b"\r\n")
         try:
@@ -144,6 +145,6 @@ def _dechunk(data: bytes) -> bytes:
         if not sep or size < 0 or len(data) < size:
             raise Unreachable("the gateway answer was cut short")
         if size == 0:
-            return out
+            return bytes(out)
         out += data[:size]
         data = data[size + 2 :]
