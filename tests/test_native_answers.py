@@ -714,3 +714,40 @@ def test_unusable_payload_blocks_by_exit_code_or_proceeds() -> None:
     )
     allowed = flow.prepare(codec, b"{oops", None, "allow").answer
     assert allowed is not None and allowed.exit_code == 0 and allowed.stdout == ""
+
+
+BYPASSES: list[tuple[str, dict[str, Any]]] = [
+    ("Deny", {"type": "Deny", "reason": R}),
+    ("deny reason not a string", {"type": "deny", "reason": 123}),
+    ("extra key on a closed effect", {"type": "allow", "reason": "because"}),
+    (
+        "modify target spelled differently",
+        {"type": "modify", "target": "Input", "operation": "replace", "value": NEW_INPUT},
+    ),
+    (
+        "modify input as a JSON string",
+        {"type": "modify", "target": "input", "operation": "replace", "value": json.dumps(NEW_INPUT)},
+    ),
+    ("inject at an unadvertised time", {**INJECT, "deliverAt": "next_turn"}),
+    ("inject with replace", {**INJECT, "operation": "replace"}),
+    ("stop without a reason", {"type": "flow", "operation": "stop"}),
+    ("effect that is not an object", "deny"),  # type: ignore[list-item]
+]
+
+
+@pytest.mark.spec("AHP-CORE-003")
+@pytest.mark.parametrize(("name", "effect"), BYPASSES, ids=[b[0] for b in BYPASSES])
+def test_near_miss_effects_reject_the_whole_answer(name: str, effect: Any) -> None:
+    """Alternate spellings, wrong types and extra keys never pass as the effect they resemble,
+    and never let an accompanying valid effect through on its own."""
+    answer = run("claude-code", "PreToolUse/Bash", [ALLOW, effect])
+    assert j(answer) == hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC)
+    assert "unusable gateway answer" in answer.stderr
+    assert run("claude-code", "PreToolUse/Bash", [ALLOW, effect], on_error="allow").stdout == ""
+
+
+def test_a_continuation_beyond_the_allowance_is_refused() -> None:
+    # Codex Stop with stop_hook_active: the one continuation per stop is used up.
+    answer = run("codex", "Stop", [CONTINUE])
+    assert "no continuation left" in answer.stderr and "cannot be denied natively" in answer.stderr
+    assert answer.stdout == ""

@@ -256,10 +256,14 @@ def test_hook_config_prints_a_working_snippet_and_the_failure_behaviour(harness:
         assert "always FAIL-OPEN" in text and "FAIL-CLOSED" not in text
     if harness == "cursor":
         assert docs[0]["hooks"]["preToolUse"][0]["failClosed"] is True
+        # One tool layer only: Cursor fires preToolUse and beforeShellExecution for one Shell call.
+        assert not {"beforeShellExecution", "beforeMCPExecution", "beforeReadFile"} & set(docs[0]["hooks"])
     if harness in ("gemini", "windsurf"):
         assert "FAIL-CLOSED" not in text
     if harness == "copilot":
         assert "native timeout: FAIL-OPEN" in text
+        # One casing only: both casings make the CLI fire twice.
+        assert all(name[0].islower() for name in docs[0]["hooks"])
 
 
 def _strings(value: Any) -> list[str]:
