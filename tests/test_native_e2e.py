@@ -214,6 +214,13 @@ async def test_native_claude_code_http_endpoint(default_gateway: GatewayServer, 
     copilot, _ = shell_payload("copilot", FORCE_PUSH)
     status, body = await post(http, f"{base}/native/copilot?event=preToolUse", copilot)
     assert status == 200 and body["permissionDecision"] == "deny"
+    assert default_gateway.observability is not None
+    metrics = (await default_gateway.observability.render())[0].decode()
+    assert (
+        'ahp_gateway_native_requests_total{event_type="tool.before",harness="claude-code",outcome="deny"} 1.0'
+        in metrics
+    )
+    assert 'ahp_gateway_native_requests_total{event_type="tool.before",harness="copilot",outcome="deny"} 1.0' in metrics
     status, body = await post(http, f"{base}/native/gemini", {})
     assert status == 404 and b"command adapter" in body
     status, body = await post(http, f"{base}/native/claude-code", b"{not json")
@@ -305,3 +312,12 @@ async def test_the_hook_command_never_imports_the_server_stack() -> None:
     )
     _, err = await proc.communicate()
     assert "HEAVY=\n" in err.decode(), err.decode()
+
+
+def test_the_metrics_label_set_is_exactly_the_harness_list() -> None:
+    from gateway.observability.sink import NATIVE_HARNESSES, native_harness
+
+    assert frozenset(HARNESSES) == NATIVE_HARNESSES
+    assert native_harness("urn:ahp-adapter:cursor") == "cursor"
+    assert native_harness("urn:ahp-adapter:cursor2") is None  # clients cannot mint label values
+    assert native_harness("urn:example:harness") is None
