@@ -130,6 +130,31 @@ async def test_gateway_down_denies_by_default_and_allows_on_request() -> None:
     assert code == 2 and "gateway unreachable" in err
 
 
+@pytest.mark.spec("AHP-FAIL-001")
+@pytest.mark.parametrize("harness", HARNESSES)
+async def test_gateway_down_and_slow_give_the_exact_native_denial(harness: str) -> None:
+    from tests.test_native_answers import FAIL_DENY, SYNTHETIC
+
+    key, code, stdout = FAIL_DENY[harness]
+    payload, event = shell_payload(harness, "ls -la")
+    extra = ["--event", event] if event else []
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)  # accepts, never answers
+    slow_url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    try:
+        for url, why in (
+            (f"http://127.0.0.1:{_closed_port()}/", "gateway unreachable (ConnectionRefusedError)"),
+            (slow_url, "no answer from the gateway within 150 ms"),
+        ):
+            rc, out, err = await hook(
+                harness, "--url", url, "--timeout-ms", "150", *extra, stdin=json.dumps(payload).encode()
+            )
+            assert (rc, json.loads(out) if out else None) == (code, stdout)
+            note = f"ahp-gateway hook: {why}; denied (--on-error deny)\n"
+            assert err == (SYNTHETIC + "\n" + note if harness == "windsurf" else note)
+    finally:
+        server.close()
+
+
 @pytest.mark.spec("AHP-FAIL-002")
 async def test_slow_gateway_is_decided_within_the_internal_deadline() -> None:
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)  # accepts, never answers

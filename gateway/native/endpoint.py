@@ -52,7 +52,8 @@ async def handle_native(
             return 400, prepared.answer.stderr.encode(), "text/plain"
         return _native(prepared.answer)
     assert prepared.tr is not None and prepared.body is not None
-    forwarded: dict[str, str] = {**headers, FRONT_END_HEADER: f"native-{harness}"}
+    forwarded = {k: v for k, v in headers.items() if k.lower() != "x-ahp-front-end"}
+    forwarded[FRONT_END_HEADER] = f"native-{harness}"  # set here, never taken from the caller
     try:
         status, answer = await decide(prepared.body, forwarded)
     except Exception:

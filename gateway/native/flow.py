@@ -76,7 +76,7 @@ def conclude(codec: Codec, tr: Translation, status: int, body: bytes | None, on_
     """The native answer for the gateway's HTTP answer (AHP-HTTP-001: intercept → 200 + body,
     observe → 202/204 without one; anything else is an operational failure)."""
     if not tr.intercept:
-        if status in (202, 204, 200):
+        if status in (202, 204):
             return codec.noop(tr)
         return codec.noop(tr).with_note(f"ahp-gateway hook: the observation was not accepted (HTTP {status})")
     if status != 200 or not body:
