@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -14,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 import gateway
 
 if TYPE_CHECKING:
+    import argparse
+
     from gateway.config.load import Issue, LoadedConfig
 
-# logging, pathlib and the config stack are imported where used: `hook` must start fast.
+# argparse, logging, pathlib and the config stack are imported where used: `hook` must start fast.
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -238,6 +239,8 @@ def _pool_of(snap: object) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
     parser.add_argument("--version", action="version", version=f"ahp-gateway {gateway.__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -346,3 +346,28 @@ def test_the_metrics_label_set_is_exactly_the_harness_list() -> None:
     assert native_harness("urn:ahp-adapter:cursor") == "cursor"
     assert native_harness("urn:ahp-adapter:cursor2") is None  # clients cannot mint label values
     assert native_harness("urn:example:harness") is None
+
+
+def test_option_parsing_forms_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.native.command import _HOOK_OPTIONS, _parse, _Usage
+
+    ns = _parse(["--url=http://h/", "cursor", "--event", "preToolUse", "--timeout-ms", "250"], _HOOK_OPTIONS)
+    assert (ns.harness, ns.url, ns.event, ns.timeout_ms, ns.on_error) == (
+        "cursor",
+        "http://h/",
+        "preToolUse",
+        250,
+        "deny",
+    )
+    for argv, message in (
+        (["cursor", "--url"], "--url needs a value"),
+        (["cursor", "codex"], "exactly one harness"),
+        (["Cursor"], "exactly one harness"),
+        (["cursor", "--on-error", "maybe"], "deny or allow"),
+        (["cursor", "--timeout-ms", "-5"], "between 1 and 600000"),
+        (["cursor", "--token"], "unknown option --token"),
+    ):
+        with pytest.raises(_Usage, match=message):
+            _parse(argv, _HOOK_OPTIONS)
+    assert hook_main(["--help"]) == 0
+    assert "ahp-gateway hook <harness>" in capsys.readouterr().out

@@ -7,64 +7,80 @@ that blocks), whatever goes wrong: usage errors and internal faults follow ``--o
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from gateway.native import HARNESSES
 
 DEFAULT_TIMEOUT_MS = 3000
+HOOK_USAGE = f"""usage: ahp-gateway hook <harness> [--url URL] [--event EVENT] [--token-file FILE]
+                          [--on-error deny|allow] [--timeout-ms N]
+       ahp-gateway hook config <harness> --url URL [--token-file FILE]
+
+Run as the native hook of a coding agent: native payload on stdin, native answer out.
+
+harness        one of {", ".join(HARNESSES)}
+--url          the gateway's AHP endpoint (default: $AHP_GATEWAY_URL)
+--event        the native event name (default: read from the payload)
+--token-file   file holding the gateway bearer token (default: $AHP_GATEWAY_TOKEN_FILE)
+--on-error     decision when the gateway is unreachable, slow or answers badly (default: deny)
+--timeout-ms   internal deadline; keep it well below the native hook timeout (default: {DEFAULT_TIMEOUT_MS})
+"""
+_HOOK_OPTIONS = frozenset(("--url", "--event", "--token-file", "--on-error", "--timeout-ms"))
+_CONFIG_OPTIONS = frozenset(("--url", "--token-file"))
 
 
 class _Usage(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Usage(message)
+class _Args:
+    """Parsed options (a hand-written parser: argparse alone costs several ms per tool call)."""
+
+    def __init__(self, harness: str, options: dict[str, str]) -> None:
+        self.harness = harness
+        self.url = options.get("--url")
+        self.event = options.get("--event")
+        self.token_file = options.get("--token-file")
+        self.on_error = options.get("--on-error", "deny")
+        timeout = options.get("--timeout-ms", str(DEFAULT_TIMEOUT_MS))
+        if self.on_error not in ("deny", "allow"):
+            raise _Usage("--on-error must be deny or allow")
+        if not timeout.isdigit() or not 1 <= int(timeout) <= 600_000:
+            raise _Usage("--timeout-ms must be an integer between 1 and 600000")
+        self.timeout_ms = int(timeout)
 
 
-def _hook_parser() -> _Parser:
-    p = _Parser(
-        prog="ahp-gateway hook", description="Run as a native hook: native payload on stdin, native answer out."
-    )
-    p.add_argument("harness", choices=HARNESSES)
-    p.add_argument("--url", help="the gateway's AHP endpoint (default: $AHP_GATEWAY_URL)")
-    p.add_argument("--event", help="the native event name (default: read from the payload)")
-    p.add_argument("--token-file", help="file holding the gateway bearer token (default: $AHP_GATEWAY_TOKEN_FILE)")
-    p.add_argument(
-        "--on-error",
-        choices=("deny", "allow"),
-        default="deny",
-        help="decision when the gateway is unreachable, slow or answers badly (default: deny)",
-    )
-    p.add_argument(
-        "--timeout-ms",
-        type=int,
-        default=DEFAULT_TIMEOUT_MS,
-        help=f"internal deadline, keep it well below the native hook timeout (default: {DEFAULT_TIMEOUT_MS})",
-    )
-    return p
-
-
-def _config_parser() -> _Parser:
-    p = _Parser(prog="ahp-gateway hook config", description="Print the settings snippet for a harness.")
-    p.add_argument("harness", choices=HARNESSES)
-    p.add_argument("--url", help="the gateway's AHP endpoint (default: $AHP_GATEWAY_URL)")
-    p.add_argument("--token-file", help="file holding the gateway bearer token")
-    return p
+def _parse(argv: Sequence[str], allowed: frozenset[str]) -> _Args:
+    positional: list[str] = []
+    options: dict[str, str] = {}
+    items = iter(argv)
+    for arg in items:
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            if name not in allowed:
+                raise _Usage(f"unknown option {name[:40]}")
+            if not eq:
+                following = next(items, None)
+                if following is None:
+                    raise _Usage(f"{name} needs a value")
+                value = following
+            options[name] = value
+        else:
+            positional.append(arg)
+    if len(positional) != 1 or positional[0] not in HARNESSES:
+        raise _Usage(f"expected exactly one harness: {', '.join(HARNESSES)}")
+    return _Args(positional[0], options)
 
 
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
+    if any(a in ("-h", "--help") for a in args):
+        sys.stdout.write(HOOK_USAGE)
+        return 0
     if args[:1] == ["config"]:
         return _config(args[1:])
-    if args[:1] in (["-h"], ["--help"]):
-        _hook_parser().print_help()
-        return 0
     return _hook(args)
 
 
@@ -72,7 +88,7 @@ def _config(argv: list[str]) -> int:
     from gateway.native.snippets import snippet
 
     try:
-        ns = _config_parser().parse_args(argv)
+        ns = _parse(argv, _CONFIG_OPTIONS)
     except _Usage as exc:
         sys.stderr.write(f"ahp-gateway hook config: {exc}\n")
         return 2
@@ -87,18 +103,16 @@ def _config(argv: list[str]) -> int:
 def _hook(argv: list[str]) -> int:
     on_error = "allow" if _flag(argv, "--on-error") == "allow" else "deny"
     try:
-        ns = _hook_parser().parse_args(argv)
+        ns = _parse(argv, _HOOK_OPTIONS)
     except _Usage as exc:
         return _emit_bare(on_error, f"usage error: {exc}")
-    if not 1 <= ns.timeout_ms <= 600_000:
-        return _emit_bare(on_error, "--timeout-ms must be between 1 and 600000")
     try:
         return _run(ns)
     except Exception as exc:  # noqa: BLE001 - the native contract allows no other exit code than 0/2
         return _emit_bare(on_error, f"internal error ({type(exc).__name__})")
 
 
-def _run(ns: argparse.Namespace) -> int:
+def _run(ns: _Args) -> int:
     from gateway.native import client, flow
 
     codec = flow.codec_for(ns.harness)
