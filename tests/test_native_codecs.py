@@ -313,3 +313,23 @@ def test_event_hint_overrides_payload_and_json_strings_are_never_forwarded_as_st
     tr = flow.codec_for("copilot").translate({"sessionId": "s", "toolName": "bash", "toolArgs": "not json"}, None)
     assert tr is not None and tr.message["params"]["event"]["tool"]["input"] == {"value": "not json"}
     assert ahp.parse_input(None) == {}
+
+
+@pytest.mark.spec("AHP-CORE-004")
+def test_pre_and_post_events_of_one_call_share_the_synthesized_call_id() -> None:
+    copilot = flow.codec_for("copilot")
+    pre = copilot.translate({**COPILOT["preToolUse/bash"]}, "preToolUse")
+    post = copilot.translate(
+        {**COPILOT["postToolUse/bash"], "toolArgs": COPILOT["preToolUse/bash"]["toolArgs"]}, "postToolUse"
+    )
+    assert pre is not None and post is not None
+    assert pre.message["params"]["event"]["call"] == post.message["params"]["event"]["call"]
+    windsurf = flow.codec_for("windsurf")
+    info = {"command_line": "make deploy", "cwd": "/home/ana/p"}
+    before = windsurf.translate({**WINDSURF["pre_run_command"], "tool_info": info}, None)
+    after = windsurf.translate(
+        {**WINDSURF["post_run_command"], "execution_id": "exec-other", "tool_info": {**info, "output": "ok"}}, None
+    )
+    assert before is not None and after is not None
+    assert before.message["params"]["event"]["call"] == after.message["params"]["event"]["call"]
+    assert after.message["method"] == "hooks/observe"
