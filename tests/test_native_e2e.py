@@ -371,3 +371,47 @@ def test_option_parsing_forms_and_errors(capsys: pytest.CaptureFixture[str]) -> 
             _parse(argv, _HOOK_OPTIONS)
     assert hook_main(["--help"]) == 0
     assert "ahp-gateway hook <harness>" in capsys.readouterr().out
+
+
+@pytest.mark.spec("AHP-HTTP-001")
+async def test_https_gateway_is_verified_against_the_trust_store(tmp_path: Path) -> None:
+    """Remote endpoints use https with certificate validation; an untrusted certificate is a
+    gateway failure (no downgrade, no unverified fallback)."""
+    import ssl
+
+    import trustme
+    from aiohttp import web
+
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    seen: list[dict[str, Any]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body)
+        answer = {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "result": {"protocolVersion": "draft", "effects": [{"type": "deny", "reason": "blocked over TLS"}]},
+        }
+        return web.json_response(answer)
+
+    app = web.Application()
+    app.router.add_post("/", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/"  # type: ignore[union-attr]
+    payload = json.dumps(shell_payload("claude-code", "ls")[0]).encode()
+    try:
+        rc, out, err = await hook("claude-code", "--url", url, stdin=payload, env={"SSL_CERT_FILE": str(ca_file)})
+        assert rc == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"] == "blocked over TLS"
+        rc, out, err = await hook("claude-code", "--url", url, "--on-error", "allow", stdin=payload)
+        assert (rc, out) == (0, "") and "gateway unreachable (SSLCertVerificationError)" in err
+        assert len(seen) == 1
+    finally:
+        await runner.cleanup()
