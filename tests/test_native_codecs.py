@@ -333,3 +333,21 @@ def test_pre_and_post_events_of_one_call_share_the_synthesized_call_id() -> None
     assert before is not None and after is not None
     assert before.message["params"]["event"]["call"] == after.message["params"]["event"]["call"]
     assert after.message["method"] == "hooks/observe"
+
+
+def test_deeply_nested_payloads_are_refused_not_crashed() -> None:
+    deep = (
+        b'{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":'
+        + b'{"a":' * 50_000
+        + b"1"
+        + b"}" * 50_000
+        + b"}"
+    )
+    prepared = flow.prepare(flow.codec_for("claude-code"), deep, None, "deny")
+    assert prepared.answer is not None and prepared.answer.exit_code == 2
+    assert "nested too deeply" in prepared.answer.stderr
+    medium = (
+        b'{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":' + b'{"a":' * 900 + b"1" + b"}" * 900 + b"}"
+    )
+    prepared = flow.prepare(flow.codec_for("claude-code"), medium, None, "deny")
+    assert (prepared.answer is None and prepared.body is not None) or "nested too deeply" in prepared.answer.stderr

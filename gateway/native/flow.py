@@ -57,6 +57,8 @@ def parse_payload(raw: bytes) -> Json:
         payload = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise NativePayloadError("native payload is not JSON") from None
+    except RecursionError:
+        raise NativePayloadError("native payload is nested too deeply") from None
     if not isinstance(payload, dict):
         raise NativePayloadError("native payload is not a JSON object")
     return payload
@@ -65,11 +67,14 @@ def parse_payload(raw: bytes) -> Json:
 def prepare(codec: Codec, raw: bytes, event: str | None, on_error: str) -> Prepared:
     try:
         tr = codec.translate(parse_payload(raw), event)
+        body = json.dumps(tr.message, ensure_ascii=False).encode("utf-8", "surrogatepass") if tr else None
+    except RecursionError:
+        return Prepared(None, answer=failure(codec, None, on_error, "unusable native payload: nested too deeply"))
     except NativePayloadError as exc:
         return Prepared(None, answer=failure(codec, None, on_error, f"unusable native payload: {exc}"))
     if tr is None:
         return Prepared(None, answer=codec.noop(None))
-    return Prepared(tr, body=json.dumps(tr.message, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return Prepared(tr, body=body)
 
 
 def conclude(codec: Codec, tr: Translation, status: int, body: bytes | None, on_error: str) -> NativeAnswer:
