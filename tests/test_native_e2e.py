@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import pytest_asyncio
 
 from gateway.config.load import load
 from gateway.native import HARNESSES
@@ -51,8 +52,10 @@ def shell_payload(harness: str, command: str) -> tuple[dict[str, Any], str | Non
     return payload, event_of(harness, key)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def default_gateway() -> AsyncIterator[GatewayServer]:
+    """One gateway with the bundled configuration for the module (compiling the policy library
+    takes seconds); tests using it run on the module's event loop."""
     server = GatewayServer(load(None), port=0, admin_port=0)
     await server.start()
     yield server
@@ -95,6 +98,7 @@ def denial_text(harness: str, code: int, out: str, err: str) -> str:
 
 
 @pytest.mark.spec("AHP-TB-001")
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("harness", HARNESSES)
 async def test_force_push_is_blocked_and_ls_passes_through_the_real_adapter(
     harness: str, default_gateway: GatewayServer
@@ -225,8 +229,22 @@ async def test_no_gateway_url_is_a_gateway_failure() -> None:
 
 # ------------------------------------------------------------------------------ HTTP endpoint
 @pytest.mark.spec("AHP-HTTP-001")
-async def test_native_claude_code_http_endpoint(default_gateway: GatewayServer, http: aiohttp.ClientSession) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_native_claude_code_http_endpoint(default_gateway: GatewayServer) -> None:
+    async with aiohttp.ClientSession() as http:
+        await _endpoint_checks(default_gateway, http)
+
+
+async def _native_denials(server: GatewayServer, harness: str) -> float:
+    assert server.observability is not None
+    text = (await server.observability.render())[0].decode()
+    series = f'ahp_gateway_native_requests_total{{event_type="tool.before",harness="{harness}",outcome="deny"}} '
+    return sum(float(line[len(series) :]) for line in text.splitlines() if line.startswith(series))
+
+
+async def _endpoint_checks(default_gateway: GatewayServer, http: aiohttp.ClientSession) -> None:
     base = default_gateway.url.rstrip("/")
+    before = {h: await _native_denials(default_gateway, h) for h in ("claude-code", "copilot")}
     payload, _ = shell_payload("claude-code", FORCE_PUSH)
     status, body = await post(http, f"{base}/native/claude-code", payload)
     assert status == 200 and POLICY_REASON in body["hookSpecificOutput"]["permissionDecisionReason"]
@@ -239,13 +257,8 @@ async def test_native_claude_code_http_endpoint(default_gateway: GatewayServer, 
     copilot, _ = shell_payload("copilot", FORCE_PUSH)
     status, body = await post(http, f"{base}/native/copilot?event=preToolUse", copilot)
     assert status == 200 and body["permissionDecision"] == "deny"
-    assert default_gateway.observability is not None
-    metrics = (await default_gateway.observability.render())[0].decode()
-    assert (
-        'ahp_gateway_native_requests_total{event_type="tool.before",harness="claude-code",outcome="deny"} 1.0'
-        in metrics
-    )
-    assert 'ahp_gateway_native_requests_total{event_type="tool.before",harness="copilot",outcome="deny"} 1.0' in metrics
+    for harness in ("claude-code", "copilot"):  # one denied tool.before each, counted by front end
+        assert await _native_denials(default_gateway, harness) == before[harness] + 1
     status, body = await post(http, f"{base}/native/gemini", {})
     assert status == 404 and b"command adapter" in body
     status, body = await post(http, f"{base}/native/claude-code", b"{not json")
