@@ -94,6 +94,9 @@ CLAUDE = {
     "Stop": claude("Stop", stop_hook_active=False, last_assistant_message="All tests pass.", background_tasks=[]),
     "PreCompact": claude("PreCompact", trigger="manual", custom_instructions="Keep the deployment notes"),
     "SessionEnd": claude("SessionEnd", reason="logout"),
+    "Notification": claude(
+        "Notification", message="Claude needs your permission to use Bash", notification_type="permission_prompt"
+    ),
 }
 
 CODEX_SESSION = "019ad3f1-4c2e-7b90-a6d5-8e21f0c7b344"
@@ -184,6 +187,9 @@ GEMINI = {
     "AfterAgent": gemini("AfterAgent", prompt="p", prompt_response="I am done.", stop_hook_active=False),
     "SessionStart": gemini("SessionStart", source="startup"),
     "SessionEnd": gemini("SessionEnd", reason="exit"),
+    "Notification": gemini(
+        "Notification", notification_type="ToolPermission", message="Allow run_shell_command?", details={}
+    ),
 }
 
 COPILOT_SESSION = "0f6e3d2c-5b4a-4987-8c1d-2e3f4a5b6c7d"
@@ -329,6 +335,20 @@ CURSOR = {
         failure_type="error",
         duration=5,
         is_interrupt=False,
+    ),
+    "afterShellExecution": cursor(
+        "afterShellExecution", command="ls -la", output="total 0\n", duration=12, cwd="/Users/ana/payments"
+    ),
+    "afterMCPExecution": cursor(
+        "afterMCPExecution",
+        tool_name="query",
+        tool_input='{"sql":"select 1"}',
+        result_json='{"rows":[[1]]}',
+        url="https://mcp.example.com/postgres",
+        duration=30,
+    ),
+    "afterFileEdit": cursor(
+        "afterFileEdit", file_path="/Users/ana/payments/app.py", edits=[{"old_string": "a", "new_string": "b"}]
     ),
     "stop": cursor("stop", status="completed", loop_count=0),
     "sessionStart": cursor(

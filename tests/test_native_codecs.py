@@ -276,6 +276,16 @@ def test_other_events_carry_their_content() -> None:
     start = translate("copilot", "sessionStart")["params"]["event"]
     assert start["trigger"] == "startup" and start["permissionMode"] == "default"
     assert {e["event"] for e in start["manifest"]["events"]} >= {"tool.before", "session.start"}
+    note = translate("claude-code", "Notification")["params"]["event"]
+    assert note["type"] == "user.attention" and note["attention"]["kind"] == "permission_prompt"
+    assert note["attention"]["message"][0]["text"] == "Claude needs your permission to use Bash"
+    edit = translate("cursor", "afterFileEdit")["params"]["event"]
+    assert edit["changes"] == [{"path": "/Users/ana/payments/app.py", "operation": "update", "agentCaused": True}]
+    shell_after = translate("cursor", "afterShellExecution")["params"]["event"]
+    assert shell_after["tool"]["name"] == "Shell" and shell_after["items"][0]["parts"][0]["text"] == "total 0\n"
+    before = flow.codec_for("cursor").translate({**CURSOR["beforeShellExecution"], "command": "ls -la"}, None)
+    assert before is not None and before.message["params"]["event"]["call"] == shell_after["call"]  # one call
+    assert shell_after["call"]["synthesized"] is True
     end = translate("claude-code", "SessionEnd")["params"]["event"]
     assert end["type"] == "session.end" and end["outcome"] == "completed" and end["reason"] == "logout"
 

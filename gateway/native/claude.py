@@ -39,6 +39,7 @@ _CLAUDE_CAPS: dict[str, Json | None] = {
     "SubagentStop": _caps(("message",), flow=("stop", "continue")),
     "PreCompact": _caps(("deny",)),
     "SessionEnd": None,
+    "Notification": None,
 }
 _CODEX_CAPS: dict[str, Json | None] = {
     "PreToolUse": _caps(("deny", "message"), modify={"input": (True, False)}, inject=("now",)),
@@ -70,6 +71,7 @@ _AHP_TYPE = {
     "SubagentStop": "turn.finish.before",
     "PreCompact": "context.compact.before",
     "SessionEnd": "session.end",
+    "Notification": "user.attention",
 }
 _COPILOT_NAMES = {
     "preToolUse": "PreToolUse",
@@ -181,6 +183,10 @@ class ClaudeFamilyCodec:
             event_obj = events.turn_finish(origin, payload.get("last_assistant_message"), 1 if active else 0)
         elif ahp_type == "context.compact.before":
             event_obj = events.compact_before(origin, payload.get("trigger"), payload.get("custom_instructions"))
+        elif ahp_type == "user.attention":
+            event_obj = events.user_attention(
+                origin, payload.get("notification_type"), payload.get("title"), payload.get("message")
+            )
         else:
             event_obj = events.session_end(origin, payload.get("reason"))
         message = ahp.observe_notification(event_obj) if caps is None else ahp.intercept_request(event_obj, caps)

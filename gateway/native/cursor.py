@@ -35,6 +35,9 @@ CAPS: dict[str, Json | None] = {
     "subagentStop": _caps((), flow=("continue",)),
     "sessionStart": _caps((), inject=("now",)),
     "postToolUseFailure": None,
+    "afterShellExecution": None,
+    "afterMCPExecution": None,
+    "afterFileEdit": None,
     "sessionEnd": None,
 }
 _AHP_TYPE = {
@@ -45,6 +48,9 @@ _AHP_TYPE = {
     "beforeSubmitPrompt": "turn.start",
     "postToolUse": "tool.after",
     "postToolUseFailure": "tool.after",
+    "afterShellExecution": "tool.after",
+    "afterMCPExecution": "tool.after",
+    "afterFileEdit": "file.changed",
     "stop": "turn.finish.before",
     "subagentStop": "turn.finish.before",
     "sessionStart": "session.start",
@@ -55,9 +61,9 @@ _PERMISSION_EVENTS = ("preToolUse", "beforeShellExecution", "beforeMCPExecution"
 
 def _tool(name: str, payload: Json) -> tuple[str, Json, Json | None, list[Json] | None]:
     """(tool name, input object, mcp block, gaps) for the tool events."""
-    if name == "beforeShellExecution":
+    if name in ("beforeShellExecution", "afterShellExecution"):
         tool_input: Json = {"command": payload.get("command")}
-        for key in ("cwd", "sandbox", "timeout"):
+        for key in ("cwd", "sandbox", "timeout") if name == "beforeShellExecution" else ("cwd",):
             if key in payload:
                 tool_input[key] = payload[key]
         return "Shell", tool_input, None, None
@@ -66,7 +72,7 @@ def _tool(name: str, payload: Json) -> tuple[str, Json, Json | None, list[Json] 
         return "Read", {"file_path": payload.get("file_path")}, None, gaps
     tool_name = text(payload.get("tool_name")) or ""
     tool_input = ahp.parse_input(payload.get("tool_input"))
-    if name == "beforeMCPExecution":
+    if name in ("beforeMCPExecution", "afterMCPExecution"):
         server = text(payload.get("server_name")) or text(payload.get("url")) or text(payload.get("command")) or ""
         return tool_name, tool_input, ahp.mcp_block(server, tool_name, payload.get("url"), payload.get("command")), None
     if tool_name.startswith("MCP:"):
@@ -104,13 +110,21 @@ class CursorCodec:
             tool_name, tool_input, mcp, gaps = _tool(name, payload)
             if not tool_name:
                 raise NativePayloadError(f"{name} payload has no tool name")
+            # before/afterShellExecution carry different extra fields: one call, one identity.
+            identity = (
+                {"command": tool_input.get("command")}
+                if tool_name == "Shell" and "tool_use_id" not in payload
+                else None
+            )
             if ahp_type == "tool.before":
-                event_obj = events.tool_before(origin, tool_name, tool_input, payload.get("tool_use_id"), mcp, gaps)
+                event_obj = events.tool_before(
+                    origin, tool_name, tool_input, payload.get("tool_use_id"), mcp, gaps, identity=identity
+                )
             else:
                 error = None
                 if name == "postToolUseFailure":
                     error = text(payload.get("error_message")) or "tool failed"
-                output: Any = payload.get("tool_output")
+                output: Any = payload.get("tool_output", payload.get("output", payload.get("result_json")))
                 if isinstance(output, str):
                     output = ahp.parse_input(output) if output.lstrip().startswith(("{", "[")) else output
                 event_obj = events.tool_after(
@@ -122,7 +136,14 @@ class CursorCodec:
                     error=error,
                     mcp=mcp,
                     duration_ms=payload.get("duration"),
+                    identity=identity,
                 )
+        elif ahp_type == "file.changed":
+            path = text(payload.get("file_path"))
+            if not path:
+                raise NativePayloadError(f"{name} payload has no file_path")
+            edits = payload.get("edits")
+            event_obj = events.file_changed(origin, path, "update" if isinstance(edits, list) and edits else "create")
         elif ahp_type == "turn.start":
             event_obj = events.turn_start(origin, payload.get("prompt"))
         elif ahp_type == "turn.finish.before":

@@ -47,8 +47,18 @@ class Origin:
         return ahp.call_identity(self.harness, native_id, self.session_id, self.turn_id, tool_name, tool_input)
 
 
-def _tool_fields(event: Json, origin: Origin, name: str, tool_input: Json, native_id: Any, mcp: Json | None) -> Json:
-    event["call"] = origin.call(native_id, name, tool_input)
+def _tool_fields(
+    event: Json,
+    origin: Origin,
+    name: str,
+    tool_input: Json,
+    native_id: Any,
+    mcp: Json | None,
+    identity: Json | None = None,
+) -> Json:
+    """``identity``: the part of the input a synthesized call id is derived from, when the pre-
+    and post-event of one call carry different input fields (Cursor's shell hooks)."""
+    event["call"] = origin.call(native_id, name, tool_input if identity is None else identity)
     event["tool"] = ahp.tool_block(name, tool_input, mcp)
     event["path"] = "mcp" if mcp else "native"
     return event
@@ -61,8 +71,9 @@ def tool_before(
     native_id: Any = None,
     mcp: Json | None = None,
     gaps: list[Json] | None = None,
+    identity: Json | None = None,
 ) -> Json:
-    event = _tool_fields(origin.envelope("tool.before"), origin, name, tool_input, native_id, mcp)
+    event = _tool_fields(origin.envelope("tool.before"), origin, name, tool_input, native_id, mcp, identity)
     if gaps:
         event["gaps"] = gaps
     return event
@@ -87,8 +98,9 @@ def tool_after(
     error: str | None = None,
     mcp: Json | None = None,
     duration_ms: Any = None,
+    identity: Json | None = None,
 ) -> Json:
-    event = _tool_fields(origin.envelope("tool.after"), origin, name, tool_input, native_id, mcp)
+    event = _tool_fields(origin.envelope("tool.after"), origin, name, tool_input, native_id, mcp, identity)
     event["execution"] = {"status": "executed"}
     if error is not None:
         event["outcome"] = "error"
@@ -178,6 +190,26 @@ def compact_before(origin: Origin, trigger: Any, instructions: Any) -> Json:
     if isinstance(instructions, str) and instructions:
         part = {"id": event["id"] + "-i0", "kind": "text", "mediaType": "text/plain", "selection": "body"}
         event["instructions"] = [{**part, "text": instructions}]
+    return event
+
+
+def _text_parts(event_id: str, slot: str, value: str) -> list[Json]:
+    return [{"id": f"{event_id}-{slot}", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": value}]
+
+
+def user_attention(origin: Origin, kind: Any, title: Any, message: Any) -> Json:
+    event = origin.envelope("user.attention")
+    event["attention"] = {
+        "kind": kind if isinstance(kind, str) and kind else "notification",
+        "title": _text_parts(event["id"], "title", title if isinstance(title, str) and title else "Notification"),
+        "message": _text_parts(event["id"], "message", ahp.as_text(message) if message is not None else ""),
+    }
+    return event
+
+
+def file_changed(origin: Origin, path: str, operation: str) -> Json:
+    event = origin.envelope("file.changed")
+    event["changes"] = [{"path": path, "operation": operation, "agentCaused": True}]
     return event
 
 

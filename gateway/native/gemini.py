@@ -20,6 +20,7 @@ CAPS: dict[str, Json | None] = {
     "AfterAgent": _caps((), flow=("stop", "continue")),
     "SessionStart": _caps((), inject=("now",)),
     "SessionEnd": None,
+    "Notification": None,
 }
 _AHP_TYPE = {
     "BeforeTool": "tool.before",
@@ -28,6 +29,7 @@ _AHP_TYPE = {
     "AfterAgent": "turn.finish.before",
     "SessionStart": "session.start",
     "SessionEnd": "session.end",
+    "Notification": "user.attention",
 }
 
 
@@ -89,6 +91,8 @@ class GeminiCodec:
             event_obj = events.turn_finish(origin, payload.get("prompt_response"), 1 if active else 0)
         elif ahp_type == "session.start":
             event_obj = events.session_start(origin, payload.get("source"), None, self.manifest())
+        elif ahp_type == "user.attention":
+            event_obj = events.user_attention(origin, payload.get("notification_type"), None, payload.get("message"))
         else:
             event_obj = events.session_end(origin, payload.get("reason"))
         message = ahp.observe_notification(event_obj) if caps is None else ahp.intercept_request(event_obj, caps)
