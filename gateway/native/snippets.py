@@ -92,8 +92,10 @@ def snippet(harness: str, url: str, token_file: str | None) -> str:
             handler: dict[str, object] = {"type": "command", "command": cmd[event], "timeout": NATIVE_TIMEOUT_S}
             if event in closed:
                 handler["onFailure"] = "block"
+            # Codex matchers are regular expressions; ".*" also means "every tool" to Claude Code.
+            matcher = "*" if harness == "claude-code" else ".*"
             doc["hooks"][event] = (
-                [{"matcher": "*", "hooks": [handler]}]
+                [{"matcher": matcher, "hooks": [handler]}]
                 if event.endswith(("ToolUse", "Request"))
                 else [{"hooks": [handler]}]
             )
