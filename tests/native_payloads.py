@@ -89,6 +89,23 @@ CLAUDE = {
         error="Command failed with exit code 1",
         is_interrupt=False,
     ),
+    "PostToolBatch": claude(
+        "PostToolBatch",
+        tool_calls=[
+            {
+                "tool_name": "Read",
+                "tool_input": {"file_path": "/home/ana/payments/a.py"},
+                "tool_use_id": "toolu_A",
+                "tool_response": "print(1)",
+            },
+            {
+                "tool_name": "mcp__github__get_issue",
+                "tool_input": {"number": 7},
+                "tool_use_id": "toolu_B",
+                "tool_response": '{"title":"x"}',
+            },
+        ],
+    ),
     "UserPromptSubmit": claude("UserPromptSubmit", prompt="Deploy the payments service to production"),
     "SessionStart": claude("SessionStart", source="startup", model="claude-opus-4"),
     "Stop": claude("Stop", stop_hook_active=False, last_assistant_message="All tests pass.", background_tasks=[]),

@@ -201,6 +201,27 @@ OUTCOMES: list[tuple[str, str, list[dict[str, Any]], int, Any, str]] = [
     ("claude-code", "UserPromptSubmit", [DENY], 0, {"decision": "block", "reason": R}, ""),
     (
         "claude-code",
+        "PostToolBatch",
+        [INJECT],
+        0,
+        hso("PostToolBatch", additionalContext="Force pushes are rejected by policy."),
+        "",
+    ),
+    (
+        "claude-code",
+        "PostToolBatch",
+        [STOP],
+        0,
+        {
+            "decision": "block",
+            "reason": "Session halted by policy.",
+            "continue": False,
+            "stopReason": "Session halted by policy.",
+        },
+        "",
+    ),
+    (
+        "claude-code",
         "SessionStart",
         [INJECT],
         0,

@@ -276,6 +276,9 @@ def test_other_events_carry_their_content() -> None:
     start = translate("copilot", "sessionStart")["params"]["event"]
     assert start["trigger"] == "startup" and start["permissionMode"] == "default"
     assert {e["event"] for e in start["manifest"]["events"]} >= {"tool.before", "session.start"}
+    batch = translate("claude-code", "PostToolBatch")["params"]["event"]
+    assert [c["call"] for c in batch["calls"]] == [{"id": "toolu_A"}, {"id": "toolu_B"}]
+    assert batch["calls"][1]["tool"]["origin"] == "mcp" and batch["batch"]["synthesized"] is True
     note = translate("claude-code", "Notification")["params"]["event"]
     assert note["type"] == "user.attention" and note["attention"]["kind"] == "permission_prompt"
     assert note["attention"]["message"][0]["text"] == "Claude needs your permission to use Bash"

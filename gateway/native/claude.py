@@ -33,6 +33,7 @@ _CLAUDE_CAPS: dict[str, Json | None] = {
     "PermissionRequest": _caps(("allow", "deny", "message"), modify={"input": (True, True)}, flow=("stop",)),
     "PostToolUse": _caps(("message",), flow=("stop",), inject=("now",)),
     "PostToolUseFailure": _caps(("message",), flow=("stop",), inject=("now",)),
+    "PostToolBatch": _caps(("message",), flow=("stop",), inject=("now",)),
     "UserPromptSubmit": _caps(("deny", "message"), flow=("stop",), inject=("now",)),
     "SessionStart": _caps(("message",), inject=("now",)),
     "Stop": _caps(("message",), flow=("stop", "continue")),
@@ -65,6 +66,7 @@ _AHP_TYPE = {
     "PermissionRequest": "tool.permission.request",
     "PostToolUse": "tool.after",
     "PostToolUseFailure": "tool.after",
+    "PostToolBatch": "tool.batch.after",
     "UserPromptSubmit": "turn.start",
     "SessionStart": "session.start",
     "Stop": "turn.finish.before",
@@ -171,6 +173,8 @@ class ClaudeFamilyCodec:
                 mcp=mcp,
                 duration_ms=payload.get("duration_ms"),
             )
+        elif ahp_type == "tool.batch.after":
+            event_obj = events.tool_batch_after(origin, _batch_calls(payload.get("tool_calls")))
         elif ahp_type == "turn.start":
             event_obj = events.turn_start(origin, payload.get("prompt"))
         elif ahp_type == "session.start":
@@ -277,6 +281,9 @@ class ClaudeFamilyCodec:
         if name in _STOP_FAMILY:
             if s.resume is not None:
                 out["decision"], out["reason"] = "block", "\n".join(s.resume) or "Continue."
+        elif name == "PostToolBatch" and s.stop is not None:
+            # stops the loop before the next model call (§1.4)
+            out["decision"], out["reason"] = "block", s.stop
         elif s.permission == "deny":  # UserPromptSubmit, PreCompact
             out["decision"], out["reason"] = "block", s.reason
         if s.context:
@@ -314,6 +321,17 @@ class ClaudeFamilyCodec:
         if len(nested) > 1:
             out["hookSpecificOutput"] = nested
         return out
+
+
+def _batch_calls(value: Any) -> list[tuple[str, Json, Any, Json | None]]:
+    calls = []
+    for entry in value if isinstance(value, list) else ():
+        name = text(entry.get("tool_name")) if isinstance(entry, dict) else None
+        if name:
+            calls.append((name, ahp.parse_input(entry.get("tool_input")), entry.get("tool_use_id"), _mcp(name)))
+    if not calls:
+        raise NativePayloadError("PostToolBatch payload has no tool calls")
+    return calls
 
 
 def _continuations(caps: Json | None, active: bool) -> Json | None:

@@ -114,6 +114,26 @@ def tool_after(
     return event
 
 
+def tool_batch_after(origin: Origin, calls: list[tuple[str, Json, Any, Json | None]]) -> Json:
+    """``calls``: (tool name, input, native call id, mcp block) per finished call of the batch."""
+    event = origin.envelope("tool.batch.after")
+    entries: list[Json] = []
+    for name, tool_input, native_id, mcp in calls:
+        entries.append(
+            {
+                "call": origin.call(native_id, name, tool_input),
+                "tool": ahp.tool_block(name, tool_input, mcp),
+                "path": "mcp" if mcp else "native",
+                "outcome": "ok",
+                "execution": {"status": "executed"},
+            }
+        )
+    ids = [entry["call"]["id"] for entry in entries]
+    event["batch"] = {"id": "syn-" + ahp.digest("batch", origin.harness, origin.session_id, ids), "synthesized": True}
+    event["calls"] = entries
+    return event
+
+
 def _turn(origin: Origin, seed: Any) -> Json:
     if origin.turn_id:
         return {"id": origin.turn_id}
