@@ -428,3 +428,29 @@ async def test_https_gateway_is_verified_against_the_trust_store(tmp_path: Path)
         assert len(seen) == 1
     finally:
         await runner.cleanup()
+
+
+async def test_native_endpoint_decides_itself_when_the_pipeline_faults() -> None:
+    """A pipeline fault (no real peer can produce one on purpose, hence a stand-in ``decide``)
+    still gives the harness a native denial, never a 500 that Claude Code would treat as fail-open."""
+    from gateway.native.endpoint import handle_native
+
+    seen: list[tuple[bytes, dict[str, str]]] = []
+
+    async def broken(body: bytes, headers: Any) -> tuple[int, bytes | None]:
+        seen.append((body, dict(headers)))
+        raise RuntimeError("pipeline bug")
+
+    payload = json.dumps(shell_payload("claude-code", "ls")[0]).encode()
+    status, body = await handle_native("claude-code", payload, {"x-ahp-front-end": "native-codex"}, broken)
+    assert status == 200
+    assert json.loads(body)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert seen[0][1] == {"X-AHP-Front-End": "native-claude-code"}  # the caller cannot pick the front end
+
+    async def garbage(body: bytes, headers: Any) -> tuple[int, bytes | None]:
+        return 200, b"\x00not json"
+
+    status, body = await handle_native("claude-code", payload, {}, garbage)
+    assert (status, json.loads(body)["hookSpecificOutput"]["permissionDecision"]) == (200, "deny")
+    observe = json.dumps(ALL["claude-code"]["SessionEnd"]).encode()
+    assert await handle_native("claude-code", observe, {}, garbage) == (200, b"{}")  # observations never block

@@ -33,23 +33,24 @@ def _codec(harness: str) -> Codec:
     return codec
 
 
-def _native(answer: NativeAnswer) -> tuple[int, bytes, str]:
+def _native(answer: NativeAnswer) -> tuple[int, bytes]:
     if answer.stderr:
         log.warning("%s", answer.stderr.strip())
-    return 200, (answer.stdout or "{}").encode("utf-8", "surrogatepass"), _JSON
+    return 200, (answer.stdout or "{}").encode("utf-8", "surrogatepass")
 
 
 async def handle_native(
     harness: str, body: bytes, headers: Mapping[str, str], decide: Decide, *, event: str | None = None
-) -> tuple[int, bytes, str]:
-    """(HTTP status, body, content type) for one native HTTP hook call."""
+) -> tuple[int, bytes]:
+    """(HTTP status, body) for one native HTTP hook call: 200 with the native JSON answer, or
+    404/400 with a plain-text reason."""
     if harness not in HTTP_HARNESSES:
-        return 404, f"no native HTTP endpoint for {harness[:40]!r}; use the command adapter\n".encode(), "text/plain"
+        return 404, f"no native HTTP endpoint for {harness[:40]!r}; use the command adapter\n".encode()
     codec = _codec(harness)
     prepared = flow.prepare(codec, body, event, "deny")
     if prepared.answer is not None:
         if prepared.tr is None and prepared.answer.exit_code != 0:
-            return 400, prepared.answer.stderr.encode(), "text/plain"
+            return 400, prepared.answer.stderr.encode()
         return _native(prepared.answer)
     assert prepared.tr is not None and prepared.body is not None
     forwarded = {k: v for k, v in headers.items() if k.lower() != "x-ahp-front-end"}
@@ -76,9 +77,9 @@ def aiohttp_handler(decide: Decide, max_body: Callable[[], int]) -> Callable[[An
         body = await request.read() if length is not None else await read_bounded(request.content, limit)
         if body is None:
             return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
-        status, payload, content_type = await handle_native(
+        status, payload = await handle_native(
             request.match_info["harness"], body, request.headers, decide, event=request.query.get("event")
         )
-        return web.Response(status=status, body=payload, content_type=content_type)
+        return web.Response(status=status, body=payload, content_type=_JSON if status == 200 else "text/plain")
 
     return handle
