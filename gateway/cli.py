@@ -1,19 +1,25 @@
-"""``ahp-gateway``: serve | stdio | check | explain | policy test. The only module that prints or exits."""
+"""``ahp-gateway``: serve | stdio | check | explain | policy test | hook. The only module that prints
+or exits.
+
+``hook`` runs once per native tool call, so it is dispatched before anything heavy is imported
+(its logic lives in :mod:`gateway.native.command`)."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway import __version__
-from gateway.config.issues import ConfigError, Issue
-from gateway.config.load import LoadedConfig, load
+import gateway
+
+if TYPE_CHECKING:
+    import argparse
+
+    from gateway.config.issues import Issue
+    from gateway.config.load import LoadedConfig
+
+# argparse, logging, pathlib and the config stack are imported where used: `hook` must start fast.
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -22,6 +28,11 @@ def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
 
 
 def _load_or_exit(path: str | None) -> LoadedConfig:
+    from pathlib import Path
+
+    from gateway.config.issues import ConfigError
+    from gateway.config.load import load
+
     try:
         return load(Path(path) if path else None)
     except ConfigError as exc:
@@ -31,6 +42,7 @@ def _load_or_exit(path: str | None) -> LoadedConfig:
 
 
 def _compile_or_exit(loaded: LoadedConfig) -> object:
+    from gateway.config.issues import ConfigError
     from gateway.runtime import build
     from gateway.upstream.http import ClientPool
 
@@ -102,6 +114,9 @@ def summary(loaded: LoadedConfig, snap: object) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
     loaded = _load_or_exit(args.config)
     _compile_or_exit(loaded)
     if args.workers > 1:
@@ -150,6 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:
+    from gateway.config.issues import ConfigError
     from gateway.server import stdio
 
     channel = stdio.claim_stdout()  # first: nothing but responses may ever reach stdout
@@ -161,7 +177,15 @@ def cmd_stdio(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_hook(args: argparse.Namespace) -> int:
+    from gateway.native.command import main as hook_main
+
+    return hook_main(args.hook_args)
+
+
 def cmd_policy_test(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from gateway.policy.cases import run
     from gateway.policy.library import PolicyError
 
@@ -191,6 +215,9 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
     from gateway.explain import explain, explain_call, request_from
     from gateway.runtime import RuntimeConfig
 
@@ -243,8 +270,10 @@ def _pool_of(snap: object) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
-    parser.add_argument("--version", action="version", version=f"ahp-gateway {__version__}")
+    parser.add_argument("--version", action="version", version=f"ahp-gateway {gateway.__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -275,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--principal", help='JSON {"name": ..., "attributes": {...}} or a file holding it')
     explain.set_defaults(func=cmd_explain)
 
+    hook = sub.add_parser(
+        "hook", help="run as a native hook of a coding agent (hook <harness> ...; hook config <harness> ...)"
+    )
+    hook.add_argument("hook_args", nargs=argparse.REMAINDER, help="see `ahp-gateway hook --help`")
+    hook.set_defaults(func=cmd_hook)
+
     policy = sub.add_parser("policy", help="policy-as-code tools")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
     ptest = policy_sub.add_parser("test", help="run the tests: of policy files")
@@ -285,6 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:  # fast path: no server stack, no logging setup
+        from gateway.native.command import main as hook_main
+
+        return hook_main(args_list[1:])
+    import logging
+
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -65,6 +65,13 @@ SPECS: tuple[Spec, ...] = (
         ("method", "event_type", "outcome"),
     ),
     Spec(
+        "native_requests",
+        "counter",
+        "ahp_gateway_native_requests_total",
+        "Intercepts from native hook adapters by harness, event type and outcome.",
+        ("harness", "event_type", "outcome"),
+    ),
+    Spec(
         "rejected",
         "counter",
         "ahp_gateway_rejected_requests_total",
@@ -363,6 +370,7 @@ class Metrics:
     """
 
     requests: Any
+    native_requests: Any
     rejected: Any
     duration: Any
     overhead: Any

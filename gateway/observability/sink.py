@@ -12,6 +12,19 @@ from gateway.observability.tracing import Spans, TraceContext, child_headers, fr
 from gateway.settle.ledger import Decision, Outcome, StepOutcome
 
 INTERCEPT = "hooks/intercept"
+NATIVE_SOURCE = "urn:ahp-adapter:"
+NATIVE_HARNESSES = frozenset(("claude-code", "codex", "gemini", "copilot", "cursor", "windsurf"))
+"""The native hook front ends (gateway.native.HARNESSES; a test keeps the two equal)."""
+
+
+def native_harness(source: str) -> str | None:
+    """The native front end an event came through (its adapter's ``source``), bounded to the
+    known harness names so a client cannot mint label values."""
+    if source.startswith(NATIVE_SOURCE):
+        harness = source[len(NATIVE_SOURCE) :]
+        if harness in NATIVE_HARNESSES:
+            return harness
+    return None
 
 
 class Observability:
@@ -56,6 +69,9 @@ class Observability:
         etype = event_label(decision.event_type)
         outcome = "error" if decision.rpc_error is not None else decision.outcome.value
         m.child(m.requests, INTERCEPT, etype, outcome).inc()
+        harness = native_harness(decision.source)
+        if harness is not None:
+            m.child(m.native_requests, harness, etype, outcome).inc()
         m.child(m.duration, INTERCEPT, etype).observe(decision.total)
         m.child(m.overhead, INTERCEPT, etype).observe(max(0.0, decision.total - decision.upstream_wait))
         for step in decision.steps:

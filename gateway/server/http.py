@@ -16,6 +16,7 @@ from aiohttp import hdrs, web
 
 from gateway.config.models import Limits
 from gateway.inbound.principal import Principal
+from gateway.native.endpoint import handle_native
 from gateway.pipeline.gateway import Handler
 from gateway.server.guard import Guard
 from gateway.server.limits import BodyRejected, coding_of, read_body
@@ -34,15 +35,12 @@ def build_app(
 ) -> web.Application:
     app = web.Application(client_max_size=HARD_BODY_CAP)
 
-    async def handle(request: web.Request) -> web.StreamResponse:
-        principal: Principal | None = None
-        if guard is not None:  # authenticate before the body is read (protocol §12)
-            found = await guard.principal(request)
-            if isinstance(found, web.StreamResponse):
-                return found
-            principal = found
-        if request.content_type != _JSON:
-            return web.Response(status=415, text="AHP over HTTP requires Content-Type: application/json\n")
+    async def authenticate(request: web.Request) -> Principal | web.StreamResponse | None:
+        """The caller, before any byte of the body is read (protocol §12), or the refusal."""
+        return await guard.principal(request) if guard is not None else None
+
+    async def read(request: web.Request) -> bytes | web.StreamResponse:
+        """The body within ``maxBodyBytes`` (decoded size) and ``bodyTimeoutMs``, or the refusal."""
         current = limits()
         limit = current.maxBodyBytes
         try:
@@ -50,7 +48,7 @@ def build_app(
             length = request.content_length
             if length is not None and length > limit:
                 raise BodyRejected(413, f"body exceeds {limit} bytes")
-            body = await read_body(request.content, limit=limit, coding=coding, timeout=current.bodyTimeoutMs / 1000)
+            return await read_body(request.content, limit=limit, coding=coding, timeout=current.bodyTimeoutMs / 1000)
         except BodyRejected as exc:
             if exc.status == 408 and on_body_timeout is not None:
                 on_body_timeout()
@@ -58,16 +56,44 @@ def build_app(
             if exc.status in (400, 408):
                 response.force_close()  # the rest of the stream cannot be trusted to frame a next request
             return response
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        principal = await authenticate(request)
+        if isinstance(principal, web.StreamResponse):
+            return principal
+        if request.content_type != _JSON:
+            return web.Response(status=415, text="AHP over HTTP requires Content-Type: application/json\n")
+        body = await read(request)
+        if isinstance(body, web.StreamResponse):
+            return body
         answer = await gateway.handle(body, request.headers, cel_principal(principal))
         if answer is None:
             return web.Response(status=202)
         return web.Response(status=200, body=answer, content_type=_JSON)
 
+    async def native(request: web.Request) -> web.StreamResponse:
+        """``POST /native/<harness>``: a native HTTP hook through the same pipeline."""
+        principal = await authenticate(request)
+        if isinstance(principal, web.StreamResponse):
+            return principal
+        body = await read(request)
+        if isinstance(body, web.StreamResponse):
+            return body
+        caller = cel_principal(principal)
+
+        async def decide(message: bytes, headers: Mapping[str, str]) -> tuple[int, bytes | None]:
+            answer = await gateway.handle(message, headers, caller)
+            return (202, None) if answer is None else (200, answer)
+
+        harness = request.match_info["harness"]
+        status, payload = await handle_native(harness, body, request.headers, decide, event=request.query.get("event"))
+        return web.Response(status=status, body=payload, content_type=_JSON if status == 200 else "text/plain")
+
     if guard is not None:
         guard.install(app, upload_path)
-        app.router.add_post(path, handle, expect_handler=guard.expect)
-    else:
-        app.router.add_post(path, handle)
+    expect = guard.expect if guard is not None else None
+    app.router.add_post(path, handle, expect_handler=expect)
+    app.router.add_post("/native/{harness}", native, expect_handler=expect)  # native HTTP hooks
     return app
 
 
