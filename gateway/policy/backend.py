@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.policy.facts import with_facts
 from gateway.policy.library import Evaluation, Library
 from gateway.routing.cel import Activation, Engine
 from gateway.settle.outcome import Failure, FailureClass, Reply
@@ -47,6 +48,7 @@ class LocalPolicyUpstream:
 
     def evaluate(self, request: dict[str, Any], activation: Activation, *, trace: bool = False) -> Evaluation:
         params = request["params"]
+        activation = with_facts(self._engine, activation, self.library.uses_facts)
         return self.library.evaluate(params["event"]["type"], activation, params["capabilities"], trace=trace)
 
     async def intercept(
