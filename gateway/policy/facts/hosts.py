@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,15})://([^\s/?#'\"`<>\\|;,)(]*)")
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,15})://([^\s/?#'\"`<>\\|;,)($]*)")
 _NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
 
 

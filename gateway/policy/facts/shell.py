@@ -37,10 +37,11 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "pdksh", "ash", "fish", "csh", "tcsh", "yash", "rbash", "busybox-sh"})
 INTERPRETERS = frozenset({"python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "deno", "bun", "pwsh", "powershell", "tclsh", "Rscript", "osascript", "awk"})
 DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs", "httpie", "lwp-request", "get", "invoke-webrequest", "invoke-restmethod", "iwr", "irm", "lynx", "w3m", "links", "ftp", "tftp", "nc", "ncat", "socat", "scp", "rsync", "gh", "git-remote-http"})
-NETWORK = DOWNLOADERS | frozenset({"telnet", "openssl", "ssh", "sftp", "ping", "dig", "nslookup", "host", "traceroute", "mtr", "nmap"})
+NETWORK = DOWNLOADERS | frozenset({"telnet", "openssl", "sftp", "nmap"})
 SEARCHERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "findstr", "select-string", "sls", "echo", "printf", "git-grep", "git-log"})
 """Programs whose arguments are text or patterns, never addresses they connect to."""
 _URL_OPTIONS = frozenset({"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"})
+_COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
 _PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
 
 # wrapper name -> (short options with a value, long options with a value, stop words)
@@ -125,6 +126,11 @@ class Command:
         return program_name(w.text) if not w.dynamic else ""
 
 
+def is_interpreter(program: str) -> bool:
+    """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``)."""
+    return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
+
+
 def program_name(text: str) -> str:
     """``/usr/bin/Rm`` -> ``rm``; ``C:\\...\\curl.exe`` -> ``curl``; lower-cased because macOS and
     Windows file systems are case-insensitive."""
@@ -190,10 +196,12 @@ class Walker:
         if t == "variable_assignment":
             self.assign(n, src, st, depth, ctx)
             return []
-        if t in ("declaration_command",):
+        if t in ("declaration_command", "unset_command"):
             for c in n.named_children:
                 if c.type == "variable_assignment":
                     self.assign(c, src, st, depth, ctx)
+                else:
+                    self.word(c, src, st, depth)
             return []
         if t == "subshell":
             return self.children(n, src, st.copy(), depth, ctx)
@@ -417,7 +425,7 @@ class Walker:
         cmd.start = i
         program = cmd.program
         args = words[i + 1 :] if i < len(words) else []
-        if program in SHELLS or program == "sh":
+        if program in SHELLS:
             script = _shell_payload(args)
             if script is not None:
                 out += self.payload(cmd, script, src, st, depth)
@@ -452,8 +460,10 @@ class Walker:
         program = cmd.program
         args = [w.text for w in cmd.words[cmd.start + 1 :]]
         argw = cmd.words[cmd.start + 1 :]
-        if program in SHELLS or program in INTERPRETERS or program in ("source", "."):
+        if is_interpreter(program) or program in ("source", "."):
             script_at = _script_operand(program, args)
+            if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
+                script_at = None
             reads_stdin = script_at is None and program not in ("source", ".") and not _has_inline_code(program, args)
             if script_at is not None:
                 w = argw[script_at]
@@ -566,9 +576,9 @@ class Walker:
                 p = pathmod.normalize(operand, st.cwd, st.home, shell=True)
                 if feeders:
                     st.downloads[p] = feeders[0]
-        if program in ("cp", "mv", "ln", "install", "rsync", "ditto") and len(fact["operands"]) >= 2:
-            *srcs, dst = fact["paths_raw"]
-            for s in srcs:
+        if program in _COPIERS and len(fact["operands"]) >= 2 and fact["writes"]:
+            dst = fact["writes"][-1]
+            for s in fact["paths_raw"]:
                 st.aliases.setdefault(dst, []).append(s)
                 st.aliases.setdefault(dst.rstrip("/") + "/" + posixpath.basename(s), []).append(s)
                 if s in st.downloads:
@@ -724,6 +734,12 @@ class Walker:
         for r in cmd.redirects:
             if r["op"] in ("<", "<>") and r.get("path"):
                 candidates.append((Word(r["target"], "1" * len(r["target"])), r["target"]))
+        writes: list[str] = [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
+        copy_dest = program in _COPIERS and len(operand_words) >= 2
+        if copy_dest or program == "tee":
+            dests = operand_words[-1:] if copy_dest else operand_words
+            writes += [pathmod.normalize(w.text, st.cwd, st.home, shell=True) for w in dests if not w.dynamic]
+            candidates = [(w, t) for w, t in candidates if not any(w is d for d in dests)]
         for w, text in candidates:
             if w.dynamic or text == "":
                 continue
@@ -765,6 +781,7 @@ class Walker:
             "globs": globs,
             "unresolved": unresolved,
             "paths": _unique(paths),
+            "writes": _unique(writes),
             "paths_raw": paths_raw,
             "hosts": _unique(hosts),
             "cwd": st.cwd,
@@ -887,5 +904,6 @@ def parse_command(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]],
         fact.pop("_inputs", None)
         fact.pop("_values", None)
         fact.pop("_stdin_parsed", None)
+        fact.pop("paths_raw", None)
         facts.append(fact)
     return facts, _unique(walker.unparsed)
