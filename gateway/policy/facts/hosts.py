@@ -84,6 +84,14 @@ def _netloc_host(netloc: str) -> str:
     return loc
 
 
+def _is_ip(h: str) -> bool:
+    try:
+        ipaddress.ip_address(h)
+    except ValueError:
+        return False
+    return True
+
+
 def in_text(text: str) -> list[str]:
     """Canonical hosts of every ``scheme://`` URL in ``text``."""
     out = []
@@ -105,9 +113,9 @@ def of_argument(arg: str) -> list[str]:
     out: list[str] = []
     first = arg.split("/", 1)[0]
     h = canonical(_netloc_host(first))
-    if h and (_NAME.match(h) and ("." in h or h in ("metadata", "instance-data", "localhost")) or ":" in h):
+    if h and _NAME.match(h) and ("." in h or h in ("metadata", "instance-data", "localhost")) or _is_ip(h):
         out.append(h)
     for piece in re.split(r"[:,=@/]", arg):
-        if piece and piece[0].isdigit() and (v4 := ipv4_any(piece.lower())) is not None and str(v4) not in out:
+        if piece and piece[0].isdigit() and ("." in piece or len(piece) > 5) and (v4 := ipv4_any(piece.lower())) is not None and str(v4) not in out:
             out.append(str(v4))
     return out

@@ -276,7 +276,7 @@ class Walker:
             else:
                 args.append(c)
         words: list[Word] = []
-        for group in _adjacent(args):
+        for group in _adjacent(args, src):
             word = Word()
             for part in group:
                 word.extend(self.word(part, src, local, depth))
@@ -797,11 +797,11 @@ class Walker:
         }
 
 
-def _adjacent(nodes: list[tree_sitter.Node]) -> list[list[tree_sitter.Node]]:
-    """Argument nodes that touch (``$"x"`` is ``$`` + string) form one word."""
+def _adjacent(nodes: list[tree_sitter.Node], src: bytes) -> list[list[tree_sitter.Node]]:
+    """Argument nodes that touch (``$"x"`` is ``$`` + string; a backslash-newline between parts) form one word."""
     groups: list[list[tree_sitter.Node]] = []
     for n in nodes:
-        if groups and groups[-1][-1].end_byte == n.start_byte:
+        if groups and src[groups[-1][-1].end_byte : n.start_byte] in (b"", b"\\\n"):
             groups[-1].append(n)
         else:
             groups.append([n])
