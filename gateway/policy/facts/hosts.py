@@ -50,7 +50,7 @@ def ipv4_any(text: str) -> ipaddress.IPv4Address | None:
 
 def canonical(host: str) -> str:
     """The canonical form of one host (see the module docstring); '' for nothing usable."""
-    h = host.strip().lower()
+    h = host.strip().lower().replace("\u3002", ".").replace("\uff0e", ".").replace("\uff61", ".")
     if h.startswith("[") and "]" in h:
         h = h[1 : h.index("]")]
     h = h.rstrip(".")

@@ -34,6 +34,14 @@ VOCABULARY: tuple[str, ...] = (
     ".env", ".env.local", ".env.production", ".env.development", ".env.staging", ".env.test", ".env.prod",
 )  # fmt: skip
 
+DIRECTORIES = frozenset({
+    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "run", "sbin",
+    "srv", "sys", "usr", "var", "System", "Library", "Users", "Applications", "Volumes", "private", "local", "share",
+    "include", "log", "cache", "spool", "mail", "snap", "mnt", "media", ".ssh", ".aws", ".gnupg", ".config",
+    "gcloud", ".azure", ".kube", ".docker", "legacy_credentials", "private-keys-v1.d", "sso",
+})  # fmt: skip
+"""Names that can sit in the middle of a path (a glob segment there is matched against these only)."""
+
 _HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
@@ -166,7 +174,12 @@ def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
             names = [_literal(segment)]
         else:
             dot = segment.startswith(".") or segment.startswith("\\.")
-            names = [v for v in vocabulary if rx.fullmatch(v) and (dot or not v.startswith("."))]
+            last = index == len(segments) - 1
+            names = [
+                v
+                for v in vocabulary
+                if rx.fullmatch(v) and (dot or not v.startswith(".")) and (last or v in DIRECTORIES or v in extra)
+            ]
             if not names:
                 return []
         sep = "/" if index > 0 else ""

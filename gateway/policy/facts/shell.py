@@ -14,6 +14,7 @@ Oversized, unparseable or too deeply nested input is reported, not guessed at.
 from __future__ import annotations
 
 import posixpath
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -475,6 +476,9 @@ class Walker:
                     target = pathmod.normalize(w.text, cmd.state.cwd, cmd.state.home, shell=True)
                     if target in cmd.state.downloads:
                         cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+            for k, a in enumerate(args[:-1]):
+                if a in _INLINE_FLAGS or (a.startswith("-") and not a.startswith("--") and a[-1:] in "ce" and len(a) <= 4):
+                    cmd.code_from = _unique([*cmd.code_from, *argw[k + 1].sources])
             if reads_stdin:
                 cmd.code_from = _unique([*cmd.code_from, *cmd.stdin_from])
                 if cmd.stdin_text is not None and program in SHELLS and not cmd.fact.get("_stdin_parsed"):
@@ -530,6 +534,9 @@ class Walker:
                 break
             starts.append(a.text)
         starts = starts or ["."]
+        if any(a.text == "-delete" for a in args):
+            words = [Word("rm", "11"), Word("-rf", "111")] + [Word(x, "1" * len(x)) for x in starts]
+            out += self.resolve(Command(words, st, depth + 1, "find-delete"), src, st, depth + 1)
         k = 0
         while k < len(args):
             if args[k].text in ("-exec", "-execdir", "-ok", "-okdir"):
@@ -701,6 +708,14 @@ class Walker:
                 offset = top.operands[0] + 1
                 sub = args[top.operands[0]]
                 spec_args = args[offset:]
+                for config in top.values.get("-c", []):
+                    key, _, value = config.partition("=")
+                    if key.lower() == "alias." + sub.lower() and value and not value.startswith("!"):
+                        expanded = _split_words(value)
+                        if expanded:
+                            sub, spec_args = expanded[0], expanded[1:] + spec_args
+                            argw = [*argw[:offset], *(Word(t, "1" * len(t)) for t in expanded[1:]), *argw[offset:]]
+                            args = [w.text for w in argw]
         elif program in ("gh", "docker", "kubectl", "npm", "cargo", "go", "aws", "gcloud", "az", "diskutil", "systemctl", "brew", "pip", "helm"):
             first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
             if first is not None:
@@ -797,6 +812,13 @@ class Walker:
         }
 
 
+def _split_words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return []
+
+
 def _adjacent(nodes: list[tree_sitter.Node], src: bytes) -> list[list[tree_sitter.Node]]:
     """Argument nodes that touch (``$"x"`` is ``$`` + string; a backslash-newline between parts) form one word."""
     groups: list[list[tree_sitter.Node]] = []
@@ -843,8 +865,11 @@ def _shell_payload(args: list[Word]) -> Word | None:
     return None
 
 
+_INLINE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-Command", "-command", "-EncodedCommand", "-enc"})
+
+
 def _has_inline_code(program: str, args: list[str]) -> bool:
-    flags = {"-c", "-e", "-E", "-r", "-m", "-p", "--eval", "--print", "-Command", "-command", "-EncodedCommand", "-enc", "-File", "-file", "-f"}
+    flags = _INLINE_FLAGS | {"-m", "-p", "--print", "-File", "-file", "-f"}
     for a in args:
         if a in flags or (program in SHELLS or program.startswith("python")) and a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
             return True
