@@ -10,6 +10,7 @@ from typing import Any
 from gateway.dispatch import INTERCEPT, Engine
 from gateway.policy.backend import LocalPolicyUpstream
 from gateway.policy.cases import complete_event
+from gateway.policy.facts import describe_facts
 from gateway.protocol import wire
 from gateway.protocol.capabilities import narrow
 from gateway.routing.cel import EvalError
@@ -77,6 +78,8 @@ def explain(snap: RuntimeConfig, request: dict[str, Any]) -> list[str]:
             caps = narrow(params["capabilities"], etype)
             local_request = {**request, "params": {**params, "capabilities": caps}}
             evaluation = upstream.evaluate(local_request, activation, trace=True)
+            if upstream.library.uses_facts:
+                lines.extend("      " + line for line in describe_facts(event))
             for entry in evaluation.trace:
                 value = entry.result if isinstance(entry.result, str) else str(entry.result).lower()
                 fired = f" -> {entry.emitted}" if entry.emitted else ""

@@ -51,11 +51,11 @@ BASH_WORDS = [
     "x{1..3}y",
     "{a,b}{c,d}",
     "'{a,b}'",
-    "\"{a,b}\"",
+    '"{a,b}"',
     "\\{a,b}",
     "{a}",
     "{a..c}",
-    "$\"x\"",
+    '$"x"',
     '"$(echo)x"',
     "pre\\\npost",
 ]
@@ -65,7 +65,9 @@ BASH_WORDS = [
 @pytest.mark.parametrize("words", BASH_WORDS)
 def test_argv_equals_what_bash_passes(words):
     text = f"printf '%s\\0' {words}"
-    out = subprocess.run([BASH, "--norc", "--noprofile", "-c", text], capture_output=True, env={"LC_ALL": "C.UTF-8"}, check=True)
+    out = subprocess.run(
+        [BASH, "--norc", "--noprofile", "-c", text], capture_output=True, env={"LC_ALL": "C.UTF-8"}, check=True
+    )
     expected = out.stdout.decode().split("\0")[:-1]
     fact = one(text)
     if fact["dynamic"]:
@@ -76,7 +78,9 @@ def test_argv_equals_what_bash_passes(words):
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_all_words_at_once_match_bash():
     text = "printf '%s\\0' " + " ".join(w for w in BASH_WORDS if "$(" not in w)
-    out = subprocess.run([BASH, "--norc", "--noprofile", "-c", text], capture_output=True, env={"LC_ALL": "C.UTF-8"}, check=True)
+    out = subprocess.run(
+        [BASH, "--norc", "--noprofile", "-c", text], capture_output=True, env={"LC_ALL": "C.UTF-8"}, check=True
+    )
     assert one(text)["argv"][2:] == out.stdout.decode().split("\0")[:-1]
 
 
@@ -168,7 +172,7 @@ def test_code_from_names_the_programs_whose_output_runs(text, feeds):
         "cat setup.sh | bash",
         "curl x || bash local.sh",
         "curl -o i.sh https://h/i.sh && less i.sh",
-        "bash -c \"$(cat cmd.txt)\"",
+        'bash -c "$(cat cmd.txt)"',
     ],
 )
 def test_data_on_stdin_is_not_code(text):
@@ -185,7 +189,7 @@ def test_static_payload_on_stdin_is_parsed():
 
 def test_variables_set_earlier_are_substituted():
     assert one("B=main; git push origin $B")["operands"] == ["origin", "main"]
-    assert one("export B=main && git push origin \"${B}\"")["operands"] == ["origin", "main"]
+    assert one('export B=main && git push origin "${B}"')["operands"] == ["origin", "main"]
     fact = one("git push origin $UNKNOWN")
     assert fact["dynamic"]
 
@@ -279,7 +283,13 @@ def test_ipv4_notations_match_the_c_resolver(spelling):
 
 @pytest.mark.parametrize(
     "spelling",
-    ["[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]", "[0:0:0:0:0:ffff:a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]", "METADATA.GOOGLE.INTERNAL."],
+    [
+        "[::ffff:169.254.169.254]",
+        "[::ffff:a9fe:a9fe]",
+        "[0:0:0:0:0:ffff:a9fe:a9fe]",
+        "[64:ff9b::a9fe:a9fe]",
+        "METADATA.GOOGLE.INTERNAL.",
+    ],
 )
 def test_ipv6_and_name_spellings_are_canonical(spelling):
     assert canonical(spelling) in ("169.254.169.254", "metadata.google.internal")
@@ -287,13 +297,20 @@ def test_ipv6_and_name_spellings_are_canonical(spelling):
 
 def test_hosts_of_arguments_are_canonical_but_not_of_search_words():
     assert one("curl -s http://user@0xa9fea9fe:80/x")["hosts"] == ["169.254.169.254"]
-    assert set(one("curl --resolve x.example:80:2852039166 http://x.example/")["hosts"]) == {"x.example", "169.254.169.254"}
+    assert set(one("curl --resolve x.example:80:2852039166 http://x.example/")["hosts"]) == {
+        "x.example",
+        "169.254.169.254",
+    }
     assert one("grep -rn http://169.254.169.254 src/")["hosts"] == []
     assert one("echo http://169.254.169.254")["hosts"] == []
 
 
 def _event(tool: str, inp: dict, session: dict | None = None) -> dict:
-    return {"type": "tool.before", "session": session or {"id": "s", "cwd": "/home/ana/payments"}, "tool": {"name": tool, "input": inp}}
+    return {
+        "type": "tool.before",
+        "session": session or {"id": "s", "cwd": "/home/ana/payments"},
+        "tool": {"name": tool, "input": inp},
+    }
 
 
 def test_tool_paths_are_normalized():

@@ -90,20 +90,22 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
         reason = f"invalid test event at {where[0]} ({where[1]})" if where else "unknown event type"
         return CaseResult(file, case.name, False, case.expect, None, reason)
     caps = case.capabilities or default_capabilities(event["type"])
-    activation = with_facts(engine, engine.activation(
-        {
-            "event": event,
-            "method": "hooks/intercept",
-            "protocolVersion": "draft",
-            "capabilities": caps,
-            "principal": case.principal,
-            "headers": {k.lower(): v for k, v in case.headers.items()},
-        }
-    ), library.uses_facts or case.facts is not None)
+    activation = with_facts(
+        engine,
+        engine.activation(
+            {
+                "event": event,
+                "method": "hooks/intercept",
+                "protocolVersion": "draft",
+                "capabilities": caps,
+                "principal": case.principal,
+                "headers": {k.lower(): v for k, v in case.headers.items()},
+            }
+        ),
+        library.uses_facts or case.facts is not None,
+    )
     if case.facts is not None and not subset(case.facts, activation.values["facts"]):
-        return CaseResult(
-            file, case.name, False, case.expect, None, f"facts differ: {activation.values['facts']!r}"
-        )
+        return CaseResult(file, case.name, False, case.expect, None, f"facts differ: {activation.values['facts']!r}")
     result = library.evaluate(event["type"], activation, caps)
     if result.error is not None:
         return CaseResult(

@@ -42,14 +42,20 @@ def _str(value: Any) -> str:
     return value.replace("\x00", "\ufffd") if isinstance(value, str) else ""
 
 
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     """The facts of ``event``; call once per event (nothing is cached: an event may change
     between backends of a chain)."""
-    session = event.get("session") if isinstance(event.get("session"), dict) else {}
-    tool = event.get("tool") if isinstance(event.get("tool"), dict) else {}
-    inp = tool.get("input") if isinstance(tool.get("input"), dict) else {}
+    session: dict[str, Any] = _map(event.get("session"))
+    tool: dict[str, Any] = _map(event.get("tool"))
+    inp: dict[str, Any] = _map(tool.get("input"))
     name = _str(tool.get("name"))
-    roots = [pathmod.normalize(_str(r)) for r in session.get("workspaceRoots") or [] if isinstance(r, str) and r.strip()]
+    roots = [
+        pathmod.normalize(_str(r)) for r in session.get("workspaceRoots") or [] if isinstance(r, str) and r.strip()
+    ]
     roots = [r for r in roots if r]
     cwd = ""
     for candidate in (inp.get("cwd"), inp.get("workdir"), inp.get("working_directory"), session.get("cwd")):
@@ -69,8 +75,7 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
         if text is not None and text.strip():
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
-            for c in commands:
-                hosts += c["hosts"]
+            hosts += [h for command in commands for h in command["hosts"]]
     return {
         "tool": {"name": name.lower(), "short": tools.short_name(name), "kind": kind, "server": tools.server_of(tool)},
         "paths": paths,
@@ -113,13 +118,24 @@ def describe_facts(event: Mapping[str, Any]) -> list[str]:
     sh = f["shell"]
     if sh["present"]:
         flags = [k for k in ("unparsed", "dynamic") if sh[k]]
-        lines.append(f"  shell: {len(f['commands'])} command(s){' ' + ' '.join(flags) if flags else ''}"
-                     f"{' (' + ', '.join(sh['reasons']) + ')' if sh['reasons'] else ''}")
+        lines.append(
+            f"  shell: {len(f['commands'])} command(s){' ' + ' '.join(flags) if flags else ''}"
+            f"{' (' + ', '.join(sh['reasons']) + ')' if sh['reasons'] else ''}"
+        )
         for c in f["commands"]:
             parts = [f"program={c['program'] or '?'}", f"argv={c['argv']}"]
-            for key in ("subcommand", "wrappers", "options", "paths", "globs", "hosts", "stdin_from", "stdout_to", "code_from"):
-                if c[key]:
-                    parts.append(f"{key}={c[key]}")
+            keys = (
+                "subcommand",
+                "wrappers",
+                "options",
+                "paths",
+                "globs",
+                "hosts",
+                "stdin_from",
+                "stdout_to",
+                "code_from",
+            )
+            parts += [f"{key}={c[key]}" for key in keys if c[key]]
             if c["cwd"]:
                 parts.append(f"cwd={c['cwd']}")
             if c["dynamic"]:

@@ -113,9 +113,15 @@ def of_argument(arg: str) -> list[str]:
     out: list[str] = []
     first = arg.split("/", 1)[0]
     h = canonical(_netloc_host(first))
-    if h and _NAME.match(h) and ("." in h or h in ("metadata", "instance-data", "localhost")) or _is_ip(h):
+    if (h and _NAME.match(h) and ("." in h or h in ("metadata", "instance-data", "localhost"))) or _is_ip(h):
         out.append(h)
     for piece in re.split(r"[:,=@/]", arg):
-        if piece and piece[0].isdigit() and ("." in piece or len(piece) > 5) and (v4 := ipv4_any(piece.lower())) is not None and str(v4) not in out:
+        if (
+            piece
+            and piece[0].isdigit()
+            and ("." in piece or len(piece) > 5)
+            and (v4 := ipv4_any(piece.lower())) is not None
+            and str(v4) not in out
+        ):
             out.append(str(v4))
     return out

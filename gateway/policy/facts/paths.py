@@ -49,9 +49,9 @@ _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 def home_of(cwd: str, roots: Sequence[str]) -> str:
     """The user's home directory as far as the session shows it, else ``~``."""
     for candidate in (cwd, *roots):
-        if isinstance(candidate, str) and (m := _HOME.match(candidate.replace("\\", "/"))):
+        if m := _HOME.match(candidate.replace("\\", "/")):
             return m.group(1)
-        if isinstance(candidate, str) and (m := re.match(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)", candidate)):
+        if m := re.match(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)", candidate):
             return fold(m.group(1).replace("\\", "/"))
     return "~"
 
@@ -103,7 +103,7 @@ def normalize(path: str, cwd: str = "", home: str = "~", *, shell: bool = False)
         user, _, rest = p[1:].partition("/")
         base = "/Users/" if home.startswith("/Users/") else "/home/"
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
-    if not (p.startswith("/") or p.startswith("~") or _DRIVE.match(p)) and cwd:
+    if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
         p = cwd.rstrip("/") + "/" + p
     return fold(p)
 
@@ -173,7 +173,7 @@ def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
         if rx is None:
             names = [_literal(segment)]
         else:
-            dot = segment.startswith(".") or segment.startswith("\\.")
+            dot = segment.startswith((".", "\\."))
             last = index == len(segments) - 1
             names = [
                 v

@@ -35,13 +35,84 @@ MAX_COMMANDS = 512
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "pdksh", "ash", "fish", "csh", "tcsh", "yash", "rbash", "busybox-sh"})
-INTERPRETERS = frozenset({"python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "deno", "bun", "pwsh", "powershell", "tclsh", "Rscript", "osascript", "awk"})
-DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs", "httpie", "lwp-request", "get", "invoke-webrequest", "invoke-restmethod", "iwr", "irm", "lynx", "w3m", "links", "ftp", "tftp", "nc", "ncat", "socat", "scp", "rsync", "gh", "git-remote-http"})
+SHELLS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "pdksh", "ash", "fish", "csh", "tcsh", "yash", "rbash", "busybox-sh"}
+)
+INTERPRETERS = frozenset(
+    {
+        "python",
+        "python2",
+        "python3",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "php",
+        "lua",
+        "deno",
+        "bun",
+        "pwsh",
+        "powershell",
+        "tclsh",
+        "Rscript",
+        "osascript",
+        "awk",
+    }
+)
+DOWNLOADERS = frozenset(
+    {
+        "curl",
+        "wget",
+        "fetch",
+        "aria2c",
+        "http",
+        "https",
+        "xh",
+        "xhs",
+        "httpie",
+        "lwp-request",
+        "get",
+        "invoke-webrequest",
+        "invoke-restmethod",
+        "iwr",
+        "irm",
+        "lynx",
+        "w3m",
+        "links",
+        "ftp",
+        "tftp",
+        "nc",
+        "ncat",
+        "socat",
+        "scp",
+        "rsync",
+        "gh",
+        "git-remote-http",
+    }
+)
 NETWORK = DOWNLOADERS | frozenset({"telnet", "openssl", "sftp", "nmap"})
-SEARCHERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "findstr", "select-string", "sls", "echo", "printf", "git-grep", "git-log"})
+SEARCHERS = frozenset(
+    {
+        "grep",
+        "egrep",
+        "fgrep",
+        "zgrep",
+        "rg",
+        "ag",
+        "ack",
+        "findstr",
+        "select-string",
+        "sls",
+        "echo",
+        "printf",
+        "git-grep",
+        "git-log",
+    }
+)
 """Programs whose arguments are text or patterns, never addresses they connect to."""
-_URL_OPTIONS = frozenset({"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"})
+_URL_OPTIONS = frozenset(
+    {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
+)
 _COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
 _PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
 
@@ -198,11 +269,11 @@ class Walker:
             self.assign(n, src, st, depth, ctx)
             return []
         if t in ("declaration_command", "unset_command"):
-            for c in n.named_children:
-                if c.type == "variable_assignment":
-                    self.assign(c, src, st, depth, ctx)
+            for part in n.named_children:
+                if part.type == "variable_assignment":
+                    self.assign(part, src, st, depth, ctx)
                 else:
-                    self.word(c, src, st, depth)
+                    self.word(part, src, st, depth)
             return []
         if t == "subshell":
             return self.children(n, src, st.copy(), depth, ctx)
@@ -314,7 +385,7 @@ class Walker:
                         ch.type == "heredoc_start" and ch.text is not None and ch.text[:1] in (b"'", b'"', b"\\")
                         for ch in r.children
                     )
-                    cmd.stdin_text = body if quoted or "$" not in body and "`" not in body else None
+                    cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else None
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
                 elif c.type not in ("heredoc_start", "heredoc_end") and target is None:
@@ -387,13 +458,17 @@ class Walker:
                         break
                     j += 1 if eq or key not in long_v else 2
                     continue
-                if a.startswith("-") and len(a) > 1 and not (name == "xargs" and False):
+                if a.startswith("-") and len(a) > 1:
                     body = a[1:]
                     consumed = 1
                     for k, ch in enumerate(body):
                         if ch in short_v:
-                            if name in ("env",) and ch == "S" or name == "flock" and ch == "c":
-                                payload = Word(body[k + 1 :]) if body[k + 1 :] else (words[j + 1] if j + 1 < len(words) else Word())
+                            if (name in ("env",) and ch == "S") or (name == "flock" and ch == "c"):
+                                payload = (
+                                    Word(body[k + 1 :])
+                                    if body[k + 1 :]
+                                    else (words[j + 1] if j + 1 < len(words) else Word())
+                                )
                                 out += self.payload(cmd, payload, src, st, depth)
                                 j = len(words)
                                 consumed = 0
@@ -402,8 +477,6 @@ class Walker:
                                 break  # optional attached value only
                             if not body[k + 1 :]:
                                 consumed = 2
-                            break
-                        if name == "sudo" and ch in "ls" and False:
                             break
                     if consumed == 0:
                         break
@@ -432,10 +505,10 @@ class Walker:
                 out += self.payload(cmd, script, src, st, depth)
         elif program == "eval":
             joined = Word()
-            for k, a in enumerate(args):
+            for k, arg in enumerate(args):
                 if k:
                     joined.add(" ", True)
-                joined.extend(a)
+                joined.extend(arg)
             out += self.payload(cmd, joined, src, st, depth)
         elif program in ("cd", "pushd") and cmd.context != "substitution":
             self.change_dir(args, st)
@@ -477,7 +550,9 @@ class Walker:
                     if target in cmd.state.downloads:
                         cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
             for k, a in enumerate(args[:-1]):
-                if a in _INLINE_FLAGS or (a.startswith("-") and not a.startswith("--") and a[-1:] in "ce" and len(a) <= 4):
+                if a in _INLINE_FLAGS or (
+                    a.startswith("-") and not a.startswith("--") and a[-1:] in "ce" and len(a) <= 4
+                ):
                     cmd.code_from = _unique([*cmd.code_from, *argw[k + 1].sources])
             if reads_stdin:
                 cmd.code_from = _unique([*cmd.code_from, *cmd.stdin_from])
@@ -503,7 +578,7 @@ class Walker:
         else:
             base = st.cwd
             text = operands[0].text
-            if not base and not (text.startswith("/") or text.startswith("~")):
+            if not base and not text.startswith(("/", "~")):
                 st.cwd = ""
             else:
                 st.cwd = pathmod.normalize(text, base, st.home, shell=True)
@@ -562,15 +637,17 @@ class Walker:
         """Copies (``cp a b``, ``cat a > b``) and downloads (``curl -o f``, ``wget``, ``> f``)."""
         fact = cmd.fact
         program = cmd.program
-        outs = [r["path"] for r in cmd.redirects if r.get("path") and r["op"] in (">", ">>", ">|", "&>", "&>>") and r["fd"] in ("", "1")]
+        outs = [
+            r["path"]
+            for r in cmd.redirects
+            if r.get("path") and r["op"] in (">", ">>", ">|", "&>", "&>>") and r["fd"] in ("", "1")
+        ]
         if program in DOWNLOADERS:
             written = list(outs)
             values: dict[str, list[str]] = fact.get("_values", {})
             for key in ("-o", "--output", "-O", "--output-document"):
-                for v in values.get(key, []):
-                    if v != "-":
-                        written.append(pathmod.normalize(v, st.cwd, st.home, shell=True))
-            if "-O" in fact["options"] and program == "curl" or program == "wget" and not values.get("-O"):
+                written += [pathmod.normalize(v, st.cwd, st.home, shell=True) for v in values.get(key, []) if v != "-"]
+            if ("-O" in fact["options"] and program == "curl") or (program == "wget" and not values.get("-O")):
                 for url in fact["operands"]:
                     name = posixpath.basename(url.split("?", 1)[0].rstrip("/")) if "://" in url else ""
                     if name:
@@ -616,24 +693,28 @@ class Walker:
                     double_quoted(c.text.decode("utf-8", "replace") if c.text else "", w)
                 else:
                     inner = self.word(c, src, st, depth)
-                    w.extend(Word(inner.text, "1" * len(inner.text), inner.dynamic, inner.sources, inner.procsub, inner.fixed))
+                    w.extend(
+                        Word(
+                            inner.text, "1" * len(inner.text), inner.dynamic, inner.sources, inner.procsub, inner.fixed
+                        )
+                    )
                 pos = c.end_byte
             if end > pos:
                 double_quoted(src[pos:end].decode("utf-8", "replace"), w)
         elif t == "simple_expansion" or t == "expansion":
             self.expansion(n, raw, st, w)
         elif t == "command_substitution":
-            inner = self.children_text(n, src)
+            body = self.children_text(n, src)
             before = len(self.commands)
-            self.parse(inner, st.copy(), depth + 1, "substitution")
+            self.parse(body, st.copy(), depth + 1, "substitution")
             w.add(raw, True)
             w.dynamic = True
             w.fixed = 0
             w.sources = _unique(c.program for c in self.commands[before:] if c.program)
         elif t == "process_substitution":
-            inner = self.children_text(n, src)
+            body = self.children_text(n, src)
             before = len(self.commands)
-            self.parse(inner, st.copy(), depth + 1, "process-substitution")
+            self.parse(body, st.copy(), depth + 1, "process-substitution")
             w.add("/dev/fd/63", True)
             w.procsub = True
             w.sources = _unique(c.program for c in self.commands[before:] if c.program)
@@ -716,7 +797,22 @@ class Walker:
                             sub, spec_args = expanded[0], expanded[1:] + spec_args
                             argw = [*argw[:offset], *(Word(t, "1" * len(t)) for t in expanded[1:]), *argw[offset:]]
                             args = [w.text for w in argw]
-        elif program in ("gh", "docker", "kubectl", "npm", "cargo", "go", "aws", "gcloud", "az", "diskutil", "systemctl", "brew", "pip", "helm"):
+        elif program in (
+            "gh",
+            "docker",
+            "kubectl",
+            "npm",
+            "cargo",
+            "go",
+            "aws",
+            "gcloud",
+            "az",
+            "diskutil",
+            "systemctl",
+            "brew",
+            "pip",
+            "helm",
+        ):
             first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
             if first is not None:
                 sub = args[first]
@@ -730,9 +826,7 @@ class Walker:
         globs: list[str] = []
         extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []
         candidates: list[tuple[Word, str]] = [(w, w.text) for w in operand_words]
-        for key, values in parsed.values.items():
-            for v in values:
-                candidates.append((Word(v, "1" * len(v)), v))
+        candidates += [(Word(v, "1" * len(v)), v) for values in parsed.values.values() for v in values]
         for w in argw:
             t = w.text
             if t.startswith("--") and "=" in t:
@@ -745,10 +839,14 @@ class Walker:
         for w in operand_words:
             if w.dynamic:
                 head = w.text[: w.fixed]
-                unresolved.append(pathmod.normalize(head.rsplit("/", 1)[0] or "/", st.cwd, st.home, shell=True) if "/" in head else "")
-        for r in cmd.redirects:
-            if r["op"] in ("<", "<>") and r.get("path"):
-                candidates.append((Word(r["target"], "1" * len(r["target"])), r["target"]))
+                unresolved.append(
+                    pathmod.normalize(head.rsplit("/", 1)[0] or "/", st.cwd, st.home, shell=True) if "/" in head else ""
+                )
+        candidates += [
+            (Word(r["target"], "1" * len(r["target"])), r["target"])
+            for r in cmd.redirects
+            if r["op"] in ("<", "<>") and r.get("path")
+        ]
         writes: list[str] = [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
         copy_dest = program in _COPIERS and len(operand_words) >= 2
         if copy_dest or program == "tee":
@@ -763,26 +861,23 @@ class Walker:
             if norm and w.glob and text == w.text:
                 pattern = pathmod.normalize(w.pattern(), st.cwd, st.home, shell=True)
                 globs.append(pattern)
-                for cand in pathmod.glob_candidates(pattern, extra):
-                    paths.append(cand)
+                paths += pathmod.glob_candidates(pattern, extra)
             if norm:
                 paths_raw.append(norm)
                 paths.append(norm)
-        for p in list(paths):
-            for origin in st.aliases.get(p, ()):
-                paths.append(origin)
+        paths += [origin for p in list(paths) for origin in st.aliases.get(p, ())]
         hosts: list[str] = []
         if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
             bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
             for w in argw:
-                found = hostmod.of_argument(w.text) if program in NETWORK and w.text in bare else hostmod.in_text(w.text)
+                found = (
+                    hostmod.of_argument(w.text) if program in NETWORK and w.text in bare else hostmod.in_text(w.text)
+                )
                 if program == "curl" and not found and "{" in w.text:
-                    expanded = brace_expand(w.text, "0" * len(w.text)) or []
-                    found = [h for t, _ in expanded for h in hostmod.of_argument(t)]
+                    variants = brace_expand(w.text, "0" * len(w.text)) or []
+                    found = [h for text, _ in variants for h in hostmod.of_argument(text)]
                 hosts += found
-        inputs = [s for w in argw for s in w.sources] + [
-            s for r in cmd.redirects for s in ([] if r["op"].startswith(">") else [])
-        ]
+        inputs = [s for w in argw for s in w.sources]
         cmd.fact = {
             "program": program,
             "argv": argv,
@@ -859,7 +954,7 @@ def _shell_payload(args: list[Word]) -> Word | None:
             if "c" in t[1:]:
                 has_c = True
             continue
-        if t.startswith("+") and len(t) > 1 or t.startswith("--"):
+        if (t.startswith("+") and len(t) > 1) or t.startswith("--"):
             continue
         return w if has_c else None
     return None
@@ -871,7 +966,12 @@ _INLINE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-Command", "-comma
 def _has_inline_code(program: str, args: list[str]) -> bool:
     flags = _INLINE_FLAGS | {"-m", "-p", "--print", "-File", "-file", "-f"}
     for a in args:
-        if a in flags or (program in SHELLS or program.startswith("python")) and a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+        if a in flags or (
+            (program in SHELLS or program.startswith("python"))
+            and a.startswith("-")
+            and not a.startswith("--")
+            and "c" in a[1:]
+        ):
             return True
         if program in ("perl", "ruby") and a.startswith("-") and ("e" in a[1:] or "E" in a[1:]):
             return True
@@ -887,13 +987,11 @@ def _script_operand(program: str, args: list[str]) -> int | None:
             return k + 1 if k + 1 < len(args) else None
         if a == "-":
             return k
-        if a.startswith("-") or a.startswith("+"):
+        if a.startswith(("-", "+")):
             if program in SHELLS and a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
                 k += 1
             if program.startswith("python") and a in ("-W", "-X", "-Q"):
                 k += 1
-            if program in ("source", ".") and False:
-                pass
             k += 1
             continue
         return k

@@ -13,7 +13,9 @@ READ_TOOLS = frozenset({
     "read", "read_file", "read_text_file", "read_multiple_files", "read_many_files", "read_media_file", "view",
     "view_file", "open_file", "get_file_contents", "cat", "notebook_read", "readfile", "read_notebook",
 })  # fmt: skip
-SEARCH_TOOLS = frozenset({"grep", "grep_search", "search_file_content", "search_files", "codebase_search", "ripgrep", "rg"})
+SEARCH_TOOLS = frozenset(
+    {"grep", "grep_search", "search_file_content", "search_files", "codebase_search", "ripgrep", "rg"}
+)
 WRITE_TOOLS = frozenset({
     "write", "edit", "multiedit", "multi_edit", "notebookedit", "notebook_edit", "write_file", "writefile",
     "write_to_file", "create", "create_file", "edit_file", "editfile", "edit_files", "replace", "replace_in_file",
@@ -65,7 +67,7 @@ def server_of(tool: dict[str, Any]) -> str:
 def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
     lower = name.lower()
     short = short_name(name)
-    mcp = tool.get("origin") == "mcp" or lower.startswith("mcp__") or lower.startswith("mcp_")
+    mcp = tool.get("origin") == "mcp" or lower.startswith(("mcp__", "mcp_"))
     candidates = (short, lower)
 
     def ending(names: frozenset[str]) -> bool:
@@ -79,9 +81,13 @@ def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
         return "read"
     if ending(SHELL_TOOLS) and ("command" in inp or "command_line" in inp or "cmd" in inp):
         return "shell"
-    if "command" in inp or "command_line" in inp:
-        if not mcp and isinstance(inp.get("command"), (str, list)) and short not in WRITE_TOOLS | READ_TOOLS:
-            return "shell"
+    if (
+        ("command" in inp or "command_line" in inp)
+        and not mcp
+        and isinstance(inp.get("command", inp.get("command_line")), (str, list))
+        and short not in WRITE_TOOLS | READ_TOOLS
+    ):
+        return "shell"
     if ending(READ_TOOLS):
         return "read"
     if ending(SEARCH_TOOLS):
@@ -90,7 +96,7 @@ def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
         return "list"
     if ending(FETCH_TOOLS):
         return "fetch"
-    if mcp and ending(MCP_WRITE_TOOLS) or not mcp and ending(WRITE_TOOLS):
+    if (mcp and ending(MCP_WRITE_TOOLS)) or (not mcp and ending(WRITE_TOOLS)):
         return "edit" if ending(READING_EDITS) else "write"
     return "other"
 
@@ -134,7 +140,7 @@ def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[lis
             if isinstance(v, str) and v and (kind != "search" or key != "pattern"):
                 globs.append(pathmod.normalize(base.rstrip("/") + "/" + v if base else v, cwd, home))
     paths = [pathmod.normalize(p, cwd, home) for p in raws]
-    for g in list(globs):
+    for g in globs:
         tail = g.replace("**/", "")
         paths += pathmod.glob_candidates(tail, [home.rsplit("/", 1)[-1]] if home.startswith("/") else [])
         if "/" in tail:

@@ -7,6 +7,7 @@ characters and only unquoted ``{a,b}`` / ``{1..3}`` are brace expansions, exactl
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -169,7 +170,7 @@ def _first_brace(t: str, m: str) -> tuple[int, int, list[tuple[str, str]]] | Non
                 if depth == 0:
                     if commas:
                         bounds = [start, *commas, end]
-                        parts = [(t[a + 1 : b], m[a + 1 : b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+                        parts = [(t[a + 1 : b], m[a + 1 : b]) for a, b in itertools.pairwise(bounds)]
                         return start, end, parts
                     seq = _sequence(t[start + 1 : end])
                     if seq is not None:
