@@ -112,6 +112,18 @@ SPECS: dict[str, Spec] = {
     ),
     "tee": Spec(flags=_s("append", "ignore-interrupts"), optional=_s("output-error")),
     "dd": Spec(prefixes=False),
+    "grep": Spec(
+        valued=_s("regexp", "file", "max-count", "after-context", "before-context", "context", "label", "include",
+                  "exclude", "exclude-from", "exclude-dir", "devices", "directories", "binary-files"),
+        optional=_s("color", "colour"),
+        short_valued="efmABCDd",
+    ),
+    "rg": Spec(
+        valued=_s("regexp", "file", "max-count", "after-context", "before-context", "context", "glob", "iglob",
+                  "type", "type-not", "max-depth", "replace", "encoding", "sort", "sortr"),
+        short_valued="efmABCgtTrEMdj",
+        prefixes=False,
+    ),
 }  # fmt: skip
 
 

@@ -25,7 +25,7 @@ import tree_sitter_bash
 from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
-from gateway.policy.facts.words import Word, ansi_c, brace_expand, double_quoted, unquoted
+from gateway.policy.facts.words import Word, ansi_c, brace_expand, double_quoted, field_split, unquoted
 
 MAX_BYTES = 65536
 """Longer commands are not parsed (``unparsed`` with reason ``too-large``)."""
@@ -113,6 +113,7 @@ SEARCHERS = frozenset(
 _URL_OPTIONS = frozenset(
     {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
 )
+_SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
 _COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
 _PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
 
@@ -190,10 +191,13 @@ class Command:
     dynamic: bool = False
     fact: dict[str, Any] = field(default_factory=dict)
 
+    implied: str = ""
+    """The program run when none is named (``sudo -s`` runs a shell)."""
+
     @property
     def program(self) -> str:
         if self.start >= len(self.words):
-            return ""
+            return self.implied
         w = self.words[self.start]
         return program_name(w.text) if not w.dynamic else ""
 
@@ -358,7 +362,7 @@ class Walker:
             return []
         cmd = Command(words, local if prefix_assign else st, depth, ctx)
         self.redirections(redirs, src, st, depth, cmd)
-        return self.resolve(cmd, src, st, depth)
+        return self.resolve(cmd, src, st, depth) + [r for w in words for r in w.readers]
 
     def split(self, word: Word) -> list[Word]:
         """Brace expansion of one word (and field splitting of unquoted substituted text)."""
@@ -366,8 +370,9 @@ class Walker:
             return [word]
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
-            return [Word(word.text, word.mask, True, word.sources, word.procsub)]
-        return [Word(t, m, word.dynamic, word.sources, word.procsub) for t, m in expanded]
+            return [Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers)]
+        fields = [f for t, m in expanded for f in field_split(t, m)]
+        return [Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers) for t, m in fields]
 
     def redirections(self, redirs: list[tree_sitter.Node], src: bytes, st: State, depth: int, cmd: Command) -> None:
         for r in redirs:
@@ -497,6 +502,10 @@ class Walker:
                 cmd.dynamic = True
             i = j
         cmd.start = i
+        if i >= len(words) and cmd.wrappers and cmd.wrappers[-1] in _PRIVILEGE:
+            options = {w.text for w in words[1:]}
+            if cmd.wrappers[-1] == "su" or options & {"-s", "-i", "--shell", "--login"}:
+                cmd.implied = "sh"  # `sudo -s`, `sudo -i`, `su`: a shell that reads stdin
         program = cmd.program
         args = words[i + 1 :] if i < len(words) else []
         if program in SHELLS:
@@ -559,7 +568,9 @@ class Walker:
                 if cmd.stdin_text is not None and program in SHELLS and not cmd.fact.get("_stdin_parsed"):
                     cmd.fact["_stdin_parsed"] = True
                     self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
-        elif cmd.start < len(cmd.words) and not cmd.words[cmd.start].dynamic:
+        elif cmd.start < len(cmd.words) and cmd.words[cmd.start].dynamic:
+            cmd.code_from = _unique([*cmd.code_from, *cmd.words[cmd.start].sources])  # `$(curl ...)` as a command
+        elif cmd.start < len(cmd.words):
             target = pathmod.normalize(cmd.words[cmd.start].text, cmd.state.cwd, cmd.state.home, shell=True)
             if "/" in cmd.words[cmd.start].text and target in cmd.state.downloads:
                 cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
@@ -717,6 +728,8 @@ class Walker:
             self.parse(body, st.copy(), depth + 1, "process-substitution")
             w.add("/dev/fd/63", True)
             w.procsub = True
+            if raw.startswith(">("):
+                w.readers = [c for c in self.commands[before:] if c.depth == depth + 1]
             w.sources = _unique(c.program for c in self.commands[before:] if c.program)
         elif t == "concatenation":
             pos = n.start_byte
@@ -759,6 +772,9 @@ class Walker:
         simple = raw in ("$" + name, "${" + name + "}")
         if simple and name == "HOME":
             w.add(st.home, True)
+            return
+        if simple and name == "IFS" and name not in st.vars:
+            w.add(" ", False)  # default IFS: the word is split here
             return
         if simple and name == "PWD" and st.cwd:
             w.add(st.cwd, True)
@@ -816,7 +832,7 @@ class Walker:
             first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
             if first is not None:
                 sub = args[first]
-        spec = opts.spec_for(program, sub) if program == "git" else opts.spec_for(program)
+        spec = opts.spec_for(program, sub) if program == "git" else opts.spec_for(_SPEC_ALIASES.get(program, program))
         parsed = opts.parse(spec_args, spec)
         operands = [spec_args[k] for k in parsed.operands]
         operand_words = [argw[offset + k] for k in parsed.operands]
@@ -825,9 +841,16 @@ class Walker:
         paths: list[str] = []
         globs: list[str] = []
         extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []
-        candidates: list[tuple[Word, str]] = [(w, w.text) for w in operand_words]
-        candidates += [(Word(v, "1" * len(v)), v) for values in parsed.values.values() for v in values]
-        for w in argw:
+        if program in _SPEC_ALIASES or program in ("grep", "rg"):
+            # the first operand of a search program is its pattern (unless -e/-f give one), never a file
+            given = {"-e", "-f", "--regexp", "--file"} & set(parsed.values)
+            pathish = operand_words if given else operand_words[1:]
+            values = {k: v for k, v in parsed.values.items() if k not in ("-e", "--regexp")}
+        else:
+            pathish, values = operand_words, parsed.values
+        candidates: list[tuple[Word, str]] = [(w, w.text) for w in pathish]
+        candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
+        for w in argw if pathish is operand_words else []:
             t = w.text
             if t.startswith("--") and "=" in t:
                 candidates.append((w, t.split("=", 1)[1]))

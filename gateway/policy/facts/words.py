@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_BRACE = 64
 """Brace expansion beyond this many words is not expanded (the word is then dynamic)."""
@@ -45,6 +46,8 @@ class Word:
     """The word is a process substitution ``<(...)`` (a file name such as /dev/fd/63)."""
     fixed: int = 0
     """For a dynamic word: how many leading characters are static."""
+    readers: list[Any] = field(default_factory=list)
+    """Commands of an output process substitution ``>(...)``: they read the command's output."""
 
     def add(self, text: str, quoted: bool) -> None:
         self.text += text
@@ -58,6 +61,7 @@ class Word:
         self.dynamic = self.dynamic or other.dynamic
         self.sources += other.sources
         self.procsub = self.procsub or other.procsub
+        self.readers += other.readers
 
     @property
     def glob(self) -> bool:
@@ -132,6 +136,22 @@ def double_quoted(raw: str, word: Word) -> None:
             continue
         word.add(c, True)
         i += 1
+
+
+def field_split(text: str, mask: str) -> list[tuple[str, str]]:
+    """Split at unquoted blanks, which only substituted values can bring (``${IFS}``, ``$X``)."""
+    out: list[tuple[str, str]] = []
+    start = None
+    for i, (c, m) in enumerate(zip(text, mask, strict=True)):
+        blank = m == "0" and c in " \t\n"
+        if blank and start is not None:
+            out.append((text[start:i], mask[start:i]))
+            start = None
+        elif not blank and start is None:
+            start = i
+    if start is not None:
+        out.append((text[start:], mask[start:]))
+    return out
 
 
 def brace_expand(text: str, mask: str) -> list[tuple[str, str]] | None:
