@@ -14,6 +14,7 @@ Oversized, unparseable or too deeply nested input is reported, not guessed at.
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -114,6 +115,9 @@ _URL_OPTIONS = frozenset(
     {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
 )
 _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
+_SPECIAL = re.compile(r"[^A-Za-z0-9 \t,._+:@%/=-]")
+"""Any character outside this set may quote, expand, redirect or separate: the full parser runs."""
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\+)?=")
 _COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
 _PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
 
@@ -194,8 +198,13 @@ class Command:
     implied: str = ""
     """The program run when none is named (``sudo -s`` runs a shell)."""
 
+    resolved: str | None = None
+    """``program``, once the wrappers are resolved."""
+
     @property
     def program(self) -> str:
+        if self.resolved is not None:
+            return self.resolved
         if self.start >= len(self.words):
             return self.implied
         w = self.words[self.start]
@@ -242,6 +251,10 @@ class Walker:
         if len(data) > MAX_BYTES:
             self.unparsed.append("too-large")
             return []
+        if not _SPECIAL.search(text) and (tokens := text.split()) and not _ASSIGNMENT.match(tokens[0]):
+            # no quoting, expansion or operator: bash splits at blanks, nothing else (fast path)
+            cmd = Command([Word(t, "0" * len(t)) for t in tokens], state, depth, context)
+            return self.resolve(cmd, data, state, depth)
         tree = self.parser.parse(data)
         if tree.root_node.has_error:
             self.unparsed.append("syntax")
@@ -506,7 +519,7 @@ class Walker:
             options = {w.text for w in words[1:]}
             if cmd.wrappers[-1] == "su" or options & {"-s", "-i", "--shell", "--login"}:
                 cmd.implied = "sh"  # `sudo -s`, `sudo -i`, `su`: a shell that reads stdin
-        program = cmd.program
+        program = cmd.resolved = cmd.program
         args = words[i + 1 :] if i < len(words) else []
         if program in SHELLS:
             script = _shell_payload(args)
@@ -893,9 +906,10 @@ class Walker:
         if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
             bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
             for w in argw:
-                found = (
-                    hostmod.of_argument(w.text) if program in NETWORK and w.text in bare else hostmod.in_text(w.text)
-                )
+                if program in NETWORK and w.text in bare:
+                    found = hostmod.of_argument(w.text)
+                else:
+                    found = hostmod.in_text(w.text) if "://" in w.text else []
                 if program == "curl" and not found and "{" in w.text:
                     variants = brace_expand(w.text, "0" * len(w.text)) or []
                     found = [h for text, _ in variants for h in hostmod.of_argument(text)]
