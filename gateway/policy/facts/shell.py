@@ -276,9 +276,14 @@ class Walker:
             inner = self.node(body, src, st, depth, ctx) if body is not None else []
             extra = Command([], st, depth, ctx)
             self.redirections(redirs, src, st, depth, extra)
-            for c in inner:
+            reads = [r["path"] for r in extra.redirects if r.get("path") and r["op"] in ("<", "<>")]
+            for c in inner:  # `while read l; do ...; done < .env`: every command of the body sees it
                 c.redirects += extra.redirects
                 c.code_from += extra.code_from
+                c.stdin_from = _unique([*c.stdin_from, *extra.stdin_from])
+                if c.fact:
+                    c.fact["paths"] = _unique([*c.fact["paths"], *reads])
+                    self.finish_code(c, src, depth)
             return inner
         if t == "pipeline":
             return self.pipeline(n, src, st, depth, ctx)
