@@ -110,6 +110,7 @@ def of_argument(arg: str) -> list[str]:
         return found
     if arg.startswith("-"):
         return []
+    arg = arg.removeprefix("//")  # protocol-relative
     out: list[str] = []
     first = arg.split("/", 1)[0]
     h = canonical(_netloc_host(first))

@@ -115,6 +115,8 @@ _URL_OPTIONS = frozenset(
     {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
 )
 _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
+_DEFAULTS = {"SHELL": "/bin/sh", "BASH": "/bin/bash"}
+"""Values of variables a rule may rely on when the command line did not set them."""
 _SPECIAL = re.compile(r"[^A-Za-z0-9 \t,._+:@%/=-]")
 """Any character outside this set may quote, expand, redirect or separate: the full parser runs."""
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\+)?=")
@@ -309,6 +311,17 @@ class Walker:
             return self.children(n, src, st, depth, ctx, skip_words=True)
         if t in ("heredoc_body", "comment", "heredoc_start", "heredoc_end"):
             return []
+        if t == "ERROR":
+            raw = src[n.start_byte : n.end_byte].decode("utf-8", "replace")
+            if raw.startswith("{") and "," in raw.split("}", 1)[0]:
+                # `{cat,.env}`: brace expansion in command position, which the grammar rejects
+                words: list[Word] = []
+                for token in raw.split():
+                    w = Word()
+                    unquoted(token, w)
+                    words.extend(self.split(w))
+                return self.resolve(Command(words, st, depth, ctx), src, st, depth)
+            return self.children(n, src, st, depth, ctx)
         return self.children(n, src, st, depth, ctx)
 
     def children(
@@ -446,11 +459,12 @@ class Walker:
                 continue
             if name == "command" and any(x.text in ("-v", "-V") for x in words[i + 1 : i + 2]):
                 break
-            if name in ("su",):
+            if name in ("su", "script"):
                 cmd.wrappers.append(name)
                 payload = _option_value(words[i + 1 :], ("-c", "--command"))
                 if payload is not None:
                     out += self.payload(cmd, payload, src, st, depth)
+                    cmd.resolved = name
                 i = len(words)
                 break
             if name not in _WRAPPERS:
@@ -520,11 +534,11 @@ class Walker:
                 cmd.dynamic = True
             i = j
         cmd.start = i
-        if i >= len(words) and cmd.wrappers and cmd.wrappers[-1] in _PRIVILEGE:
+        if cmd.resolved is None and i >= len(words) and cmd.wrappers and cmd.wrappers[-1] in _PRIVILEGE:
             options = {w.text for w in words[1:]}
             if cmd.wrappers[-1] == "su" or options & {"-s", "-i", "--shell", "--login"}:
                 cmd.implied = "sh"  # `sudo -s`, `sudo -i`, `su`: a shell that reads stdin
-        program = cmd.resolved = cmd.program
+        program = cmd.resolved = cmd.resolved or cmd.program
         args = words[i + 1 :] if i < len(words) else []
         if program in SHELLS:
             script = _shell_payload(args)
@@ -736,10 +750,15 @@ class Walker:
             body = self.children_text(n, src)
             before = len(self.commands)
             self.parse(body, st.copy(), depth + 1, "substitution")
-            w.add(raw, True)
-            w.dynamic = True
-            w.fixed = 0
-            w.sources = _unique(c.program for c in self.commands[before:] if c.program)
+            inner = self.commands[before:]
+            known = _static_output(inner, st) if len(inner) == 1 else None
+            if known is not None:  # `$(echo rm)`, `$(pwd)`: the output is known
+                w.add(known, False)
+            else:
+                w.add(raw, True)
+                w.dynamic = True
+                w.fixed = 0
+                w.sources = _unique(c.program for c in inner if c.program)
         elif t == "process_substitution":
             body = self.children_text(n, src)
             before = len(self.commands)
@@ -788,8 +807,11 @@ class Walker:
                 name = c.text.decode() if c.text else ""
                 break
         simple = raw in ("$" + name, "${" + name + "}")
-        if simple and name == "HOME":
+        if simple and name == "HOME" and name not in st.vars:
             w.add(st.home, True)
+            return
+        if simple and name in _DEFAULTS and name not in st.vars:
+            w.add(_DEFAULTS[name], True)
             return
         if simple and name == "IFS" and name not in st.vars:
             w.add(" ", False)  # default IFS: the word is split here
@@ -976,7 +998,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def _option_value(words: list[Word], names: tuple[str, ...]) -> Word | None:
     for k, w in enumerate(words):
-        if w.text in names and k + 1 < len(words):
+        if (w.text in names or re.fullmatch(r"-[A-Za-z]*c", w.text)) and k + 1 < len(words):
             return words[k + 1]
         for n in names:
             if n.startswith("--") and w.text.startswith(n + "="):
@@ -1037,6 +1059,20 @@ def _script_operand(program: str, args: list[str]) -> int | None:
             k += 1
             continue
         return k
+    return None
+
+
+def _static_output(commands: list[Command], st: State) -> str | None:
+    """The output of a substituted ``echo``/``printf``/``pwd`` whose words are static (trailing
+    newlines removed, as bash does), else None."""
+    cmd = commands[0]
+    if cmd.dynamic or cmd.stdin_from or cmd.redirects:
+        return None
+    if cmd.program == "pwd" and len(cmd.words) == cmd.start + 1 and cmd.state.cwd:
+        return cmd.state.cwd
+    if cmd.program in ("echo", "printf"):
+        text = _echo_text(cmd)
+        return text.rstrip("\n") if text is not None and "%" not in text else None
     return None
 
 
