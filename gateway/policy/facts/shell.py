@@ -750,15 +750,15 @@ class Walker:
             body = self.children_text(n, src)
             before = len(self.commands)
             self.parse(body, st.copy(), depth + 1, "substitution")
-            inner = self.commands[before:]
-            known = _static_output(inner, st) if len(inner) == 1 else None
+            produced = self.commands[before:]
+            known = _static_output(produced, st) if len(produced) == 1 else None
             if known is not None:  # `$(echo rm)`, `$(pwd)`: the output is known
                 w.add(known, False)
             else:
                 w.add(raw, True)
                 w.dynamic = True
                 w.fixed = 0
-                w.sources = _unique(c.program for c in inner if c.program)
+                w.sources = _unique(c.program for c in produced if c.program)
         elif t == "process_substitution":
             body = self.children_text(n, src)
             before = len(self.commands)
