@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import shutil
 import socket
+import string
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.policy.facts import describe_facts, for_event
 from gateway.policy.facts.hosts import canonical, ipv4_any
 from gateway.policy.facts.shell import MAX_BYTES, parse_command
+from tests.test_policy_adversarial import QUOTERS
 
 BASH = shutil.which("bash")
 
@@ -219,6 +223,42 @@ def test_globs_reach_sensitive_names(word, reaches):
     assert reaches in one(f"cat {word}")["paths"]
 
 
+GLOBS = [
+    ".en?",
+    ".[e]nv",
+    ".e*",
+    ".*",
+    "*",
+    "id_*",
+    "id_[re]*",
+    "?d_rsa",
+    "[!x]d_ed25519",
+    ".env.*",
+    "cred*",
+    "*_key",
+    "e?c",
+    "[a-f]*",
+]
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+@pytest.mark.parametrize("pattern", GLOBS)
+def test_glob_candidates_cover_what_bash_expands(tmp_path, pattern):
+    """Soundness against real bash: in a directory holding every sensitive name, each name bash's
+    pathname expansion produces is among the candidates the facts list (none is missed)."""
+    from gateway.policy.facts.paths import VOCABULARY, glob_candidates
+
+    for name in VOCABULARY:
+        (tmp_path / name).mkdir(exist_ok=True)
+    out = subprocess.run(
+        [BASH, "--norc", "--noprofile", "-c", f"shopt -s nullglob; printf '%s\\0' {pattern}"],
+        capture_output=True, env={"LC_ALL": "C.UTF-8"}, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    expanded = {n for n in out.stdout.decode().split("\0") if n}
+    assert expanded, pattern
+    assert expanded <= {c.rsplit("/", 1)[-1] for c in glob_candidates(f"/d/{pattern}")}
+
+
 def test_a_star_does_not_reach_dot_files():
     assert "/home/ana/payments/.env" not in one("cat *")["paths"]
     assert "/home/ana/payments/.env" in one("cat .*")["paths"]
@@ -337,3 +377,32 @@ def test_argv_list_commands_keep_their_words():
 def test_describe_facts_lists_every_command():
     lines = describe_facts(_event("Bash", {"command": "cd / && sudo rm -rf *"}))
     assert any("program=rm" in line and "wrappers=['sudo']" in line and "cwd=/" in line for line in lines)
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet=string.ascii_letters + string.digits + string.punctuation + " ", min_size=1, max_size=10),
+        min_size=1,
+        max_size=4,
+    ),
+    st.data(),
+)
+def test_any_requoting_parses_as_bash_reads_it(words, data):
+    """Property, against real bash: whatever mix of quoting styles spells the words, the parser's
+    argv is bash's argv (bash runs only printf)."""
+    spelled = []
+    for word in words:
+        pieces, rest = [], word
+        while rest:
+            cut = data.draw(st.integers(1, len(rest)))
+            pieces.append(data.draw(st.sampled_from(QUOTERS))(rest[:cut]))
+            rest = rest[cut:]
+        spelled.append("".join(pieces))
+    text = "printf '%s\\0' " + " ".join(spelled)
+    out = subprocess.run(
+        [BASH, "--norc", "--noprofile", "-c", text], capture_output=True, env={"LC_ALL": "C.UTF-8"}, check=True
+    )
+    assert out.stdout.decode().split("\0")[:-1] == words
+    assert one(text)["argv"][2:] == words

@@ -357,10 +357,16 @@ class Walker:
             self.finish_code(cmd, src, depth)
         return out
 
-    def assign(self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str) -> None:
+    def assign(
+        self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, tail: tree_sitter.Node | None = None
+    ) -> None:
         name_node = n.child_by_field_name("name")
-        value_node = n.child_by_field_name("value")
         name = name_node.text.decode() if name_node is not None and name_node.text else ""
+        if tail is not None:  # continuation of the value parsed as a separate node
+            if name and name in st.vars:
+                st.vars[name].extend(self.word(tail, src, st, depth))
+            return
+        value_node = n.child_by_field_name("value")
         value = self.word(value_node, src, st, depth) if value_node is not None else Word()
         if name and "[" not in name:
             st.vars[name] = value
@@ -372,22 +378,60 @@ class Walker:
         local = st.copy()
         args: list[tree_sitter.Node] = []
         prefix_assign = False
-        for c in n.named_children:
+        last: tree_sitter.Node | None = None
+        for c in n.children:
+            if not c.is_named:
+                if c.type == "$" and c.text != b"$":  # an escaped `\$` the grammar leaves anonymous
+                    args.append(c)
+                continue
+            if last is not None and c.start_byte == last.end_byte and not c.type.endswith("redirect"):
+                # tree-sitter-bash ends `B='m'\a'in'` after 'm': the touching rest is still its value
+                self.assign(last, src, local, depth, ctx, tail=c)
+                last = c
+                continue
+            last = None
             if c.type == "variable_assignment":
                 self.assign(c, src, local, depth, ctx)
                 prefix_assign = True
+                last = c
             elif c.type.endswith("redirect"):
                 redirs.append(c)
             elif c.type == "command_name":
                 args.extend(c.named_children or [c])
             else:
                 args.append(c)
-        words: list[Word] = []
-        for group in _adjacent(args, src):
-            word = Word()
+        raw_words: list[Word] = []
+        groups = _adjacent(args, src)
+        prefix: Word | None = None
+        join = False
+        for index, group in enumerate(groups):
+            if index > 0 and b"\\" in (gap := src[groups[index - 1][-1].end_byte : group[0].start_byte]):
+                # the grammar drops escaped blanks (`\ `) between words: put them back
+                for text, touches_prev, touches_next in _gap_tokens(gap.decode("utf-8", "replace")):
+                    piece = Word()
+                    unquoted(text, piece)
+                    if touches_prev and raw_words:
+                        raw_words[-1].extend(piece)
+                        join = touches_next
+                    elif touches_next:
+                        prefix = piece
+                    else:
+                        raw_words.append(piece)
+            word = raw_words[-1] if join else (prefix or Word())
             for part in group:
                 word.extend(self.word(part, src, local, depth))
-            words.extend(self.split(word))
+            if not join:
+                raw_words.append(word)
+            prefix, join = None, False
+        if groups and b"\\" in (tail := _escaped_tail(src, groups[-1][-1].end_byte)):
+            for text, touches_prev, _ in _gap_tokens(tail.decode("utf-8", "replace")):
+                piece = Word()
+                unquoted(text, piece)
+                if touches_prev:
+                    raw_words[-1].extend(piece)
+                else:
+                    raw_words.append(piece)
+        words = [w for raw in raw_words for w in self.split(raw)]
         if not words and prefix_assign:
             st.vars.update(local.vars)  # a bare `X=1` keeps X for the rest of the line
             return []
@@ -768,7 +812,7 @@ class Walker:
             if raw.startswith(">("):
                 w.readers = [c for c in self.commands[before:] if c.depth == depth + 1]
             w.sources = _unique(c.program for c in self.commands[before:] if c.program)
-        elif t == "concatenation":
+        elif t == "concatenation" or t == "command_name":
             pos = n.start_byte
             for c in n.children:
                 if c.start_byte > pos:
@@ -969,6 +1013,49 @@ class Walker:
             "_inputs": _unique(inputs),
             "_values": parsed.values,
         }
+
+
+def _escaped_tail(src: bytes, pos: int) -> bytes:
+    """Blanks and escaped characters right after the last word (where the grammar may end a
+    command before a trailing ``\\ ``)."""
+    end = pos
+    while end < len(src):
+        c = src[end : end + 1]
+        if c in (b" ", b"\t"):
+            end += 1
+        elif c == b"\\" and end + 1 < len(src) and src[end + 1 : end + 2] != b"\n":
+            end += 2
+        else:
+            break
+    return src[pos:end]
+
+
+def _gap_tokens(gap: str) -> list[tuple[str, bool, bool]]:
+    """Escaped characters in the text between two words: (raw text, touches the previous word,
+    touches the next word)."""
+    out: list[tuple[str, bool, bool]] = []
+    start = -1
+    i = 0
+    while i < len(gap):
+        c = gap[i]
+        if c == "\\" and i + 1 < len(gap) and gap[i + 1] != "\n":
+            if start < 0:
+                start = i
+            i += 2
+            continue
+        if c == "\\" and i + 1 < len(gap):  # line continuation
+            if start >= 0:
+                out.append((gap[start:i], start == 0, False))
+                start = -1
+            i += 2
+            continue
+        if c in " \t" and start >= 0:
+            out.append((gap[start:i], start == 0, False))
+            start = -1
+        i += 1
+    if start >= 0:
+        out.append((gap[start:], start == 0, True))
+    return out
 
 
 def _split_words(text: str) -> list[str]:
