@@ -537,6 +537,8 @@ class Walker:
                         out += self.payload(cmd, Word(text, "1" * len(text)), src, st, depth)
                         j = len(words)
                         break
+                    if key == "chdir" and name in ("env", "sudo", "run0"):
+                        self.chdir_for(cmd, val if eq else (words[j + 1].text if j + 1 < len(words) else ""))
                     j += 1 if eq or key not in long_v else 2
                     continue
                 if a.startswith("-") and len(a) > 1:
@@ -556,6 +558,9 @@ class Walker:
                                 break
                             if name == "xargs" and ch in "eil":
                                 break  # optional attached value only
+                            if (name == "env" and ch == "C") or (name in ("sudo", "run0") and ch == "D"):
+                                value = body[k + 1 :] or (words[j + 1].text if j + 1 < len(words) else "")
+                                self.chdir_for(cmd, value)
                             if not body[k + 1 :]:
                                 consumed = 2
                             break
@@ -606,6 +611,11 @@ class Walker:
         self.finish_code(cmd, src, depth)
         self.track_files(cmd, st)
         return out
+
+    def chdir_for(self, cmd: Command, directory: str) -> None:
+        """``env -C dir`` / ``sudo -D dir``: the command runs elsewhere (this command only)."""
+        cmd.state = cmd.state.copy()
+        cmd.state.cwd = pathmod.normalize(directory, cmd.state.cwd, cmd.state.home, shell=True) if directory else ""
 
     def payload(self, cmd: Command, script: Word, src: bytes, st: State, depth: int) -> list[Command]:
         cmd.code_from = _unique([*cmd.code_from, *script.sources])
@@ -972,7 +982,10 @@ class Walker:
             if norm:
                 paths_raw.append(norm)
                 paths.append(norm)
-        paths += [origin for p in list(paths) for origin in st.aliases.get(p, ())]
+        for p in list(paths):  # the original of a copy made earlier (also inside a copied directory)
+            for dst, origins in st.aliases.items():
+                if p == dst or p.startswith(dst.rstrip("/") + "/"):
+                    paths += [o + p[len(dst.rstrip("/")) :] if p != dst else o for o in origins]
         hosts: list[str] = []
         if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
             bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
