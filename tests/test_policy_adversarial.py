@@ -158,7 +158,7 @@ SHELL_CASES = [
         "git push origin $(git branch --show-current)",
     ),
     ("indirection", "sh <<'EOF'\nrm -rf ~\nEOF", "rm-root-home-system", "cat <<'EOF'\nrm -rf ~\nEOF"),
-    ("indirection", "cp -r ~/.ssh /tmp/s && cat /tmp/s/id_rsa", "private-key-read", "cp -r ~/.ssh /tmp/s && ls /tmp/s"),
+    ("indirection", "cp -r ~/.ssh /tmp/s && cat /tmp/s/id_rsa", "private-key-read", "cp -r ./docs /tmp/s && cat /tmp/s/id_rsa.md"),
     ("indirection", "mv .env /tmp/e; cat /tmp/e", "dotenv-read", "mv .env.example /tmp/e; cat /tmp/e"),
     ("indirection", "$(echo rm) -rf /", "rm-root-home-system", "$(echo ls) -la /"),
     ("indirection", 'x="rm -rf"; $x /', "rm-root-home-system", 'x="ls -la"; $x /'),
