@@ -1197,7 +1197,9 @@ def parse_command(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]],
     state = State(cwd=cwd, home=home, vars={})
     try:
         walker.parse(text, state, 0, "")
-    except (RecursionError, ValueError):
+    except RecursionError:
+        walker.unparsed.append("too-deep")
+    except ValueError:
         walker.unparsed.append("syntax")
     facts = []
     for cmd in walker.commands:
