@@ -592,7 +592,9 @@ class Walker:
         if program in SHELLS:
             script = _shell_payload(args)
             if script is not None:
-                out += self.payload(cmd, script, src, st, depth)
+                at = next(k for k, w in enumerate(args) if w is script)
+                positional = {str(k): w for k, w in enumerate(args[at + 1 :])}  # `sh -c '...$1' _ /`
+                out += self.payload(cmd, script, src, st, depth, positional)
         elif program == "eval":
             joined = Word()
             for k, arg in enumerate(args):
@@ -617,12 +619,17 @@ class Walker:
         cmd.state = cmd.state.copy()
         cmd.state.cwd = pathmod.normalize(directory, cmd.state.cwd, cmd.state.home, shell=True) if directory else ""
 
-    def payload(self, cmd: Command, script: Word, src: bytes, st: State, depth: int) -> list[Command]:
+    def payload(
+        self, cmd: Command, script: Word, src: bytes, st: State, depth: int, positional: dict[str, Word] | None = None
+    ) -> list[Command]:
         cmd.code_from = _unique([*cmd.code_from, *script.sources])
         if script.dynamic:
             cmd.dynamic = True
             return []
-        return self.parse(script.text, st.copy(), depth + 1, "payload")
+        inner = st.copy()
+        if positional is not None:
+            inner.vars = {k: v for k, v in inner.vars.items() if not k.isdigit()} | positional
+        return self.parse(script.text, inner, depth + 1, "payload")
 
     def finish_code(self, cmd: Command, src: bytes, depth: int) -> None:
         """Programs whose output ``cmd`` runs as code, and a static stdin script parsed as one."""
