@@ -12,6 +12,7 @@ from typing import Any
 from gateway.pipeline.gateway import Gateway
 from gateway.policy.backend import LocalPolicyUpstream
 from gateway.policy.cases import complete_event
+from gateway.policy.facts import describe_facts
 from gateway.protocol import wire
 from gateway.protocol.capabilities import narrow
 from gateway.protocol.methods import INTERCEPT
@@ -78,6 +79,8 @@ def explain(snap: RuntimeConfig, request: dict[str, Any], principal: Mapping[str
             caps = narrow(params["capabilities"], etype)
             call = Call({**request, "params": {**params, "capabilities": caps}}, 0.0, activation)
             evaluation = upstream.evaluate(call, trace=True)
+            if upstream.library.uses_facts:
+                lines.extend("      " + line for line in describe_facts(event))
             for entry in evaluation.trace:
                 value = entry.result if isinstance(entry.result, str) else str(entry.result).lower()
                 fired = f" -> {entry.emitted}" if entry.emitted else ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.policy.facts import with_facts
 from gateway.policy.library import Evaluation, Library
 from gateway.routing.cel import Activation, Engine
 from gateway.routing.context import rebind, standalone
@@ -36,7 +37,7 @@ class LocalPolicyUpstream:
 
     def evaluate(self, call: Call, *, trace: bool = False) -> Evaluation:
         params = call.request["params"]
-        activation = self.activation_for(call)
+        activation = with_facts(self._engine, self.activation_for(call), self.library.uses_facts)
         return self.library.evaluate(params["event"]["type"], activation, params["capabilities"], trace=trace)
 
     async def intercept(self, call: Call) -> Reply | Failure:

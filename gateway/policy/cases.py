@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.policy.facts import with_facts
 from gateway.policy.library import CaseSpec, Library, library_of, load_policies
 from gateway.protocol import schemas
 from gateway.protocol.events import INTERCEPTABLE_SET
@@ -90,16 +91,22 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
         reason = f"invalid test event at {where[0]} ({where[1]})" if where else "unknown event type"
         return CaseResult(file, case.name, False, case.expect, None, reason)
     caps = case.capabilities or default_capabilities(event["type"])
-    activation = engine.activation(
-        {
-            "event": event,
-            "method": INTERCEPT,
-            "protocolVersion": "draft",
-            "capabilities": caps,
-            "principal": case.principal,
-            "headers": {k.lower(): v for k, v in case.headers.items()},
-        }
+    activation = with_facts(
+        engine,
+        engine.activation(
+            {
+                "event": event,
+                "method": INTERCEPT,
+                "protocolVersion": "draft",
+                "capabilities": caps,
+                "principal": case.principal,
+                "headers": {k.lower(): v for k, v in case.headers.items()},
+            }
+        ),
+        library.uses_facts or case.facts is not None,
     )
+    if case.facts is not None and not subset(case.facts, activation.values["facts"]):
+        return CaseResult(file, case.name, False, case.expect, None, f"facts differ: {activation.values['facts']!r}")
     result = library.evaluate(event["type"], activation, caps)
     if result.error is not None:
         return CaseResult(

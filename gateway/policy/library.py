@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gateway.config.issues import Issue, json_path
 from gateway.config.load import _Source, _validation_issues
 from gateway.config.models import REVERSE_DNS, _check_events
+from gateway.policy.facts import references_facts
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
 from gateway.routing.cel import Activation, Batch, CelCompileError, Engine, EvalError, Program
 
@@ -102,6 +103,8 @@ class CaseSpec(_Strict):
     principal: dict[str, Any] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
     expect: list[dict[str, Any]]
+    facts: dict[str, Any] | None = None
+    """Optional: a subset the event's facts must contain (lists element by element)."""
 
 
 class PolicyFileSpec(_Strict):
@@ -157,6 +160,8 @@ class Library:
     by_event: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
     batches: Mapping[str, Batch] = field(default_factory=dict)
     """Per event type, its rules as a few engine calls (:class:`Batch`), where they can be."""
+    uses_facts: bool = False
+    """Some rule reads the ``facts`` variable, so the backend computes facts for each event."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
@@ -285,7 +290,8 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
             compiled[key] = engine.batch([r.program for r in selected])
         if (batch := compiled[key]) is not None:
             batches[event] = batch
-    return Library(tuple(files), rules, by_event, batches)
+    uses = any(references_facts(r.program.source) for r in rules)
+    return Library(tuple(files), rules, by_event, batches, uses)
 
 
 def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:

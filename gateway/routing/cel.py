@@ -38,6 +38,7 @@ VARIABLES: dict[str, Any] = {
     "capabilities": _T.Map(_T.STRING, _T.DYN),
     "principal": _T.Map(_T.STRING, _T.DYN),
     "headers": _T.Map(_T.STRING, _T.STRING),
+    "facts": _T.Map(_T.STRING, _T.DYN),  # bound by local policies only (gateway.policy.facts)
 }
 """The declared variables (README, "CEL variables")."""
 

@@ -17,6 +17,8 @@ from gateway.routing.cel import Activation, Engine
 
 _NUL_ESCAPE = b"\\u0000"
 NO_PRINCIPAL: Mapping[str, Any] = {}
+DERIVED = frozenset(("facts",))
+"""Variables computed from ``event`` (by the local policy backend, only when its rules read them)."""
 
 
 class ContextBuilder:
@@ -102,9 +104,10 @@ def standalone(engine: Engine, event: dict[str, Any], capabilities: Mapping[str,
 
 
 def rebind(engine: Engine, activation: Activation, event: dict[str, Any]) -> Activation:
-    """The same variables bound to another (modified) event."""
+    """The same variables bound to another (modified) event; what was derived from the old
+    event (``facts``) is dropped, to be derived again."""
     if activation.values.get("event") is event:
         return activation
-    values = dict(activation.values)
+    values = {k: v for k, v in activation.values.items() if k not in DERIVED}
     values["event"] = event
     return engine.activation(values)

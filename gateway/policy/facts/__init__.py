@@ -1,0 +1,146 @@
+"""Facts about one event, computed in Python once, for CEL rules to reason over (the ``facts``
+variable of local policies).
+
+Matching regular expressions against a raw command string cannot keep up with the shell: quoting,
+wrappers, variables, globs and pipelines each give an attacker another spelling. So the event's
+tool call is parsed here (:mod:`shell` with tree-sitter-bash, :mod:`paths`, :mod:`hosts`,
+:mod:`tools`) and the rules test the structure. Shape (README, "Policy-as-code")::
+
+    facts.tool      {name, short, kind, server}      kind: shell|read|edit|write|search|list|fetch|patch|other
+    facts.paths     [normalized paths of the tool input]   facts.raw_paths  [as given]
+    facts.globs     [glob patterns of the tool input]
+    facts.hosts     [canonical hosts of the tool input and of every command]
+    facts.cwd / facts.home / facts.roots
+    facts.shell     {present, unparsed, reasons, dynamic}
+    facts.commands  [{program, argv, args, subcommand, options, operands, wrappers, privileged,
+                      dynamic, globs, paths, hosts, cwd, branch, redirects, stdin_from, stdout_to,
+                      code_from, context, depth}]
+
+Pure: no I/O, nothing read from the machine the gateway runs on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.policy.facts import paths as pathmod
+from gateway.policy.facts import shell, tools
+
+__all__ = ["describe_facts", "for_event", "references_facts", "with_facts"]
+
+_REFERENCE = re.compile(r"\bfacts\b")
+
+
+def references_facts(source: str) -> bool:
+    """Whether a CEL source uses the ``facts`` variable (facts are computed only then)."""
+    return bool(_REFERENCE.search(source))
+
+
+def _str(value: Any) -> str:
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else ""
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts of ``event``; call once per event (nothing is cached: an event may change
+    between backends of a chain)."""
+    session: dict[str, Any] = _map(event.get("session"))
+    tool: dict[str, Any] = _map(event.get("tool"))
+    inp: dict[str, Any] = _map(tool.get("input"))
+    name = _str(tool.get("name"))
+    roots = [
+        pathmod.normalize(_str(r)) for r in session.get("workspaceRoots") or [] if isinstance(r, str) and r.strip()
+    ]
+    roots = [r for r in roots if r]
+    cwd = ""
+    for candidate in (inp.get("cwd"), inp.get("workdir"), inp.get("working_directory"), session.get("cwd")):
+        c = _str(candidate)
+        if c.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", c):
+            cwd = pathmod.normalize(c)
+            break
+    home = pathmod.home_of(cwd, roots)
+    kind = tools.kind_of(name, tool, inp)
+    paths, raw_paths, globs = tools.tool_paths(kind, inp, cwd, home)
+    hosts = tools.tool_hosts(kind, inp)
+    commands: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    present = False
+    if kind == "shell":
+        text = tools.command_text(inp, "powershell" in name.lower() or "pwsh" in name.lower())
+        if text is not None and text.strip():
+            present = True
+            commands, reasons = shell.parse_command(text, cwd, home)
+            hosts += [h for command in commands for h in command["hosts"]]
+    return {
+        "tool": {"name": name.lower(), "short": tools.short_name(name), "kind": kind, "server": tools.server_of(tool)},
+        "paths": paths,
+        "raw_paths": [_str(p) for p in raw_paths],
+        "globs": globs,
+        "hosts": list(dict.fromkeys(hosts)),
+        "cwd": cwd,
+        "home": home,
+        "roots": roots,
+        "shell": {
+            "present": present,
+            "unparsed": bool(reasons),
+            "reasons": reasons,
+            "dynamic": any(c["dynamic"] for c in commands),
+        },
+        "commands": commands,
+    }
+
+
+def with_facts(engine: Any, activation: Any, uses: bool) -> Any:
+    """``activation`` plus the ``facts`` variable when the library ``uses`` it (else unchanged)."""
+    if not uses or "facts" in activation.values:
+        return activation
+    values = dict(activation.values)
+    event = values.get("event")
+    values["facts"] = for_event(event if isinstance(event, Mapping) else {})
+    return engine.activation(values, maybe_nul=False)
+
+
+def describe_facts(event: Mapping[str, Any]) -> list[str]:
+    """Human-readable lines for ``ahp-gateway explain``."""
+    f = for_event(event)
+    lines = [f"facts: tool {f['tool']['name']!r} kind={f['tool']['kind']} cwd={f['cwd'] or '?'} home={f['home']}"]
+    if f["tool"]["server"]:
+        lines.append(f"  mcp server: {f['tool']['server']}")
+    if f["paths"]:
+        lines.append(f"  paths: {', '.join(f['paths'])}")
+    if f["hosts"]:
+        lines.append(f"  hosts: {', '.join(f['hosts'])}")
+    sh = f["shell"]
+    if sh["present"]:
+        flags = [k for k in ("unparsed", "dynamic") if sh[k]]
+        lines.append(
+            f"  shell: {len(f['commands'])} command(s){' ' + ' '.join(flags) if flags else ''}"
+            f"{' (' + ', '.join(sh['reasons']) + ')' if sh['reasons'] else ''}"
+        )
+        for c in f["commands"]:
+            parts = [f"program={c['program'] or '?'}", f"argv={c['argv']}"]
+            keys = (
+                "subcommand",
+                "wrappers",
+                "options",
+                "paths",
+                "globs",
+                "hosts",
+                "stdin_from",
+                "stdout_to",
+                "code_from",
+            )
+            parts += [f"{key}={c[key]}" for key in keys if c[key]]
+            if c["cwd"]:
+                parts.append(f"cwd={c['cwd']}")
+            if c["dynamic"]:
+                parts.append("dynamic")
+            if c["context"]:
+                parts.append(f"in={c['context']}")
+            lines.append("    " + " ".join(parts))
+    return lines

@@ -1,0 +1,187 @@
+"""File paths from tool inputs and shell words, in one normal form rules can compare.
+
+``normalize`` expands ``~``/``$HOME`` (the home directory comes from the session: the
+``/home/<user>``, ``/Users/<user>`` or ``/root`` above ``cwd`` or a workspace root; when none is
+visible it stays ``~``), turns Windows separators into ``/``, resolves a relative path against the
+effective cwd and folds ``.``, ``..`` and repeated slashes. Case is kept; rules that care about
+case-insensitive file systems compare ``lowerAscii()``.
+
+``glob_candidates`` answers "which sensitive names could this glob reach": each glob segment is
+matched against a vocabulary of names the shipped rules care about (system directories, key and
+credential files, ``.env`` files), so ``/[a-z]*`` yields ``/etc``, ``/usr`` ... and ``.en?``
+yields ``.env``. A glob never matches a leading dot unless it has one (bash without dotglob).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+MAX_CANDIDATES = 64
+
+VOCABULARY: tuple[str, ...] = (
+    # system directories (top level and the usual second level)
+    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "run",
+    "sbin", "srv", "sys", "usr", "var", "System", "Library", "Users", "Applications", "Volumes", "private",
+    "local", "share", "include", "log", "cache", "spool", "mail", "snap", "mnt", "media", "boot",
+    # credentials and keys
+    ".ssh", ".aws", ".gnupg", ".config", "gcloud", ".azure", ".kube", ".docker", ".git-credentials", ".netrc",
+    "_netrc", "credentials", "config", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk",
+    "id_ed25519_sk", "known_hosts", "authorized_keys", "application_default_credentials.json", "credentials.db",
+    "access_tokens.db", "legacy_credentials", "accessTokens.json", "msal_token_cache.json", "msal_token_cache.bin",
+    "private-keys-v1.d", "secring.gpg", "ssh_host_rsa_key", "ssh_host_ed25519_key", "ssh_host_ecdsa_key", "sso",
+    # dotenv files
+    ".env", ".env.local", ".env.production", ".env.development", ".env.staging", ".env.test", ".env.prod",
+)  # fmt: skip
+
+DIRECTORIES = frozenset({
+    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "run", "sbin",
+    "srv", "sys", "usr", "var", "System", "Library", "Users", "Applications", "Volumes", "private", "local", "share",
+    "include", "log", "cache", "spool", "mail", "snap", "mnt", "media", ".ssh", ".aws", ".gnupg", ".config",
+    "gcloud", ".azure", ".kube", ".docker", "legacy_credentials", "private-keys-v1.d", "sso",
+})  # fmt: skip
+"""Names that can sit in the middle of a path (a glob segment there is matched against these only)."""
+
+_HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def home_of(cwd: str, roots: Sequence[str]) -> str:
+    """The user's home directory as far as the session shows it, else ``~``."""
+    for candidate in (cwd, *roots):
+        if m := _HOME.match(candidate.replace("\\", "/")):
+            return m.group(1)
+        if m := re.match(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)", candidate):
+            return fold(m.group(1).replace("\\", "/"))
+    return "~"
+
+
+def fold(path: str) -> str:
+    """``.``, ``..`` and ``//`` folded; ``..`` never climbs above the root (or a leading ``~``)."""
+    if path == "":
+        return ""
+    absolute = path.startswith("/")
+    parts = path.split("/")
+    head: list[str] = []
+    if not absolute and parts and (parts[0] == "~" or _DRIVE.match(parts[0] + "/")):
+        head = [parts[0]]
+        parts = parts[1:]
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if out and out[-1] != "..":
+                out.pop()
+            elif not absolute and not head:
+                out.append("..")
+            continue
+        out.append(part)
+    if absolute:
+        return "/" + "/".join(out)
+    joined = "/".join(head + out)
+    return joined or "."
+
+
+def normalize(path: str, cwd: str = "", home: str = "~", *, shell: bool = False) -> str:
+    """One path in normal form (see the module docstring). ``shell=False`` also expands a leading
+    ``$HOME``/``${HOME}`` (in shell words the parser already did)."""
+    p = path.strip()
+    if p == "":
+        return ""
+    if p.lower().startswith("file://"):
+        p = p[7:]
+    if _DRIVE.match(p) or ("\\" in p and "/" not in p):
+        p = p.replace("\\", "/")
+    if not shell:
+        for var in ("${HOME}", "$HOME"):
+            if p == var or p.startswith(var + "/"):
+                p = "~" + p[len(var) :]
+    if p == "~" or p.startswith("~/"):
+        p = home + p[1:]
+    elif p.startswith("~") and re.match(r"^~[A-Za-z0-9_.-]+(/|$)", p):
+        user, _, rest = p[1:].partition("/")
+        base = "/Users/" if home.startswith("/Users/") else "/home/"
+        p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
+    if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
+        p = cwd.rstrip("/") + "/" + p
+    return fold(p)
+
+
+def under(path: str, roots: Iterable[str]) -> bool:
+    """``path`` is one of ``roots`` or below one (paths already normalized)."""
+    for root in roots:
+        r = root.rstrip("/") or "/"
+        if path == r or path.startswith(r + "/") or r == "/":
+            return True
+    return False
+
+
+def _segment_regex(segment: str) -> re.Pattern[str] | None:
+    """A glob segment (backslash-escaped literals) as a regex; None when it has no glob."""
+    out: list[str] = []
+    glob = False
+    i = 0
+    while i < len(segment):
+        c = segment[i]
+        if c == "\\" and i + 1 < len(segment):
+            out.append(re.escape(segment[i + 1]))
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+            glob = True
+        elif c == "?":
+            out.append("[^/]")
+            glob = True
+        elif c == "[":
+            end = segment.find("]", i + 2)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = segment[i + 1 : end]
+                neg = body[:1] in ("!", "^")
+                body = body[1:] if neg else body
+                body = body.replace("\\", "\\\\").replace("^", "\\^").replace("[", "\\[")
+                out.append(("[^" if neg else "[") + body + "]")
+                glob = True
+                i = end + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    if not glob:
+        return None
+    try:
+        return re.compile("".join(out))
+    except re.error:
+        return None
+
+
+def _literal(segment: str) -> str:
+    return re.sub(r"\\(.)", r"\1", segment)
+
+
+def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
+    """Sensitive names the (normalized) glob ``pattern`` could match, as paths; at most
+    :data:`MAX_CANDIDATES`. ``extra`` adds names to the vocabulary (e.g. the user's name)."""
+    segments = pattern.split("/")
+    combos = [""]
+    vocabulary = (*VOCABULARY, *extra)
+    for index, segment in enumerate(segments):
+        rx = _segment_regex(segment)
+        if rx is None:
+            names = [_literal(segment)]
+        else:
+            dot = segment.startswith((".", "\\."))
+            last = index == len(segments) - 1
+            names = [
+                v
+                for v in vocabulary
+                if rx.fullmatch(v) and (dot or not v.startswith(".")) and (last or v in DIRECTORIES or v in extra)
+            ]
+            if not names:
+                return []
+        sep = "/" if index > 0 else ""
+        combos = [c + sep + n for c in combos for n in names][:MAX_CANDIDATES]
+    return [fold(c) if c else c for c in combos]

@@ -1,0 +1,1219 @@
+"""Shell commands as simple commands, parsed with tree-sitter-bash, for rules to reason over.
+
+What a rule gets for each simple command (see ``Command.as_fact``): the argv after quote and
+escape removal (ANSI-C ``$'..'`` included), brace expansion and static variable substitution; the
+program name resolved through paths and wrappers (``env``, ``sudo -u x``, ``nice``, ``exec``,
+``command``, ``busybox``, ``xargs``, ...); ``bash -c`` / ``eval`` / heredoc / ``echo ... | sh``
+payloads parsed recursively, up to :data:`MAX_DEPTH`; options as the program reads them
+(:mod:`options`); redirections; which programs feed its stdin and read its stdout (pipelines,
+``|&``, subshells, groups, process substitution); the programs whose output it runs as code; the
+effective cwd after ``cd``; and ``dynamic`` when something stays unknown until run time.
+Oversized, unparseable or too deeply nested input is reported, not guessed at.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tree_sitter
+import tree_sitter_bash
+
+from gateway.policy.facts import hosts as hostmod
+from gateway.policy.facts import options as opts
+from gateway.policy.facts import paths as pathmod
+from gateway.policy.facts.words import Word, ansi_c, brace_expand, double_quoted, field_split, unquoted
+
+MAX_BYTES = 65536
+"""Longer commands are not parsed (``unparsed`` with reason ``too-large``)."""
+MAX_DEPTH = 6
+"""Nesting of ``bash -c``/``eval``/substitutions beyond which parsing stops (``too-deep``)."""
+MAX_COMMANDS = 512
+
+_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
+
+SHELLS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "pdksh", "ash", "fish", "csh", "tcsh", "yash", "rbash", "busybox-sh"}
+)
+INTERPRETERS = frozenset(
+    {
+        "python",
+        "python2",
+        "python3",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "php",
+        "lua",
+        "deno",
+        "bun",
+        "pwsh",
+        "powershell",
+        "tclsh",
+        "Rscript",
+        "osascript",
+        "awk",
+    }
+)
+DOWNLOADERS = frozenset(
+    {
+        "curl",
+        "wget",
+        "fetch",
+        "aria2c",
+        "http",
+        "https",
+        "xh",
+        "xhs",
+        "httpie",
+        "lwp-request",
+        "get",
+        "invoke-webrequest",
+        "invoke-restmethod",
+        "iwr",
+        "irm",
+        "lynx",
+        "w3m",
+        "links",
+        "ftp",
+        "tftp",
+        "nc",
+        "ncat",
+        "socat",
+        "scp",
+        "rsync",
+        "gh",
+        "git-remote-http",
+    }
+)
+NETWORK = DOWNLOADERS | frozenset({"telnet", "openssl", "sftp", "nmap"})
+SEARCHERS = frozenset(
+    {
+        "grep",
+        "egrep",
+        "fgrep",
+        "zgrep",
+        "rg",
+        "ag",
+        "ack",
+        "findstr",
+        "select-string",
+        "sls",
+        "echo",
+        "printf",
+        "git-grep",
+        "git-log",
+    }
+)
+"""Programs whose arguments are text or patterns, never addresses they connect to."""
+_URL_OPTIONS = frozenset(
+    {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
+)
+_SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
+_DEFAULTS = {"SHELL": "/bin/sh", "BASH": "/bin/bash"}
+"""Values of variables a rule may rely on when the command line did not set them."""
+_SPECIAL = re.compile(r"[^A-Za-z0-9 \t,._+:@%/=-]")
+"""Any character outside this set may quote, expand, redirect or separate: the full parser runs."""
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\+)?=")
+_COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
+_PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
+
+# wrapper name -> (short options with a value, long options with a value, stop words)
+_WRAPPERS: dict[str, tuple[str, frozenset[str]]] = {
+    "sudo": ("ugpChDrtTURc", frozenset({"user", "group", "prompt", "close-from", "chdir", "role", "type", "command-timeout", "other-user", "host"})),
+    "doas": ("uC", frozenset()),
+    "pkexec": ("", frozenset({"user"})),
+    "run0": ("ugD", frozenset({"user", "group", "chdir", "description", "setenv", "property", "unit", "slice", "nice"})),
+    "runuser": ("ugGw", frozenset({"user", "group", "supp-group", "whitelist-environment"})),
+    "env": ("uCSP", frozenset({"unset", "chdir", "split-string", "argv0", "default-signal", "ignore-signal", "block-signal"})),
+    "nice": ("n", frozenset({"adjustment"})),
+    "ionice": ("cnpPtu", frozenset({"class", "classdata", "pid", "pgid", "uid"})),
+    "nohup": ("", frozenset()),
+    "exec": ("a", frozenset()),
+    "command": ("", frozenset()),
+    "builtin": ("", frozenset()),
+    "time": ("fo", frozenset({"format", "output"})),
+    "timeout": ("sk", frozenset({"signal", "kill-after"})),
+    "stdbuf": ("ioe", frozenset({"input", "output", "error"})),
+    "setsid": ("", frozenset()),
+    "unbuffer": ("", frozenset()),
+    "caffeinate": ("tw", frozenset()),
+    "chrt": ("T", frozenset({"sched-runtime", "sched-deadline", "sched-period"})),
+    "taskset": ("", frozenset()),
+    "xargs": ("ILnPdEsaeil", frozenset({"replace", "max-lines", "max-args", "max-procs", "delimiter", "eof", "max-chars", "arg-file", "process-slot-var"})),
+    "strace": ("oeEpPsSuXbIa", frozenset({"output", "trace", "signal", "env", "user"})),
+    "ltrace": ("oeEpsSuna", frozenset({"output"})),
+    "torsocks": ("uPpa", frozenset()),
+    "proxychains": ("f", frozenset()),
+    "proxychains4": ("f", frozenset()),
+    "firejail": ("", frozenset()),
+    "flock": ("wEc", frozenset({"timeout", "conflict-exit-code", "command"})),
+    "chroot": ("", frozenset({"userspec", "groups"})),
+    "watch": ("ndqc", frozenset({"interval", "differences"})),
+    "then": ("", frozenset()),
+    "do": ("", frozenset()),
+    "else": ("", frozenset()),
+}  # fmt: skip
+_TAKES_OPERAND = {"timeout": 1, "chrt": 1, "taskset": 1, "chroot": 1, "flock": 1}
+"""Wrappers whose first operand is not the command (a duration, priority, mask, root, lock file)."""
+
+
+@dataclass
+class State:
+    """What is statically known while walking a command line, left to right."""
+
+    cwd: str
+    home: str
+    vars: dict[str, Word]
+    branch: str = ""
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+    downloads: dict[str, str] = field(default_factory=dict)
+    """Paths written by a downloader -> that downloader."""
+
+    def copy(self) -> State:
+        return State(self.cwd, self.home, dict(self.vars), self.branch, self.aliases, self.downloads)
+
+
+@dataclass
+class Command:
+    words: list[Word]
+    state: State
+    depth: int
+    context: str
+    redirects: list[dict[str, Any]] = field(default_factory=list)
+    stdin_from: list[str] = field(default_factory=list)
+    stdout_to: list[str] = field(default_factory=list)
+    code_from: list[str] = field(default_factory=list)
+    wrappers: list[str] = field(default_factory=list)
+    start: int = 0
+    """Index of the program word in ``words`` after wrappers."""
+    stdin_text: str | None = None
+    """Static text fed to stdin (heredoc, here-string, ``echo ... |``), when known."""
+    dynamic: bool = False
+    fact: dict[str, Any] = field(default_factory=dict)
+
+    implied: str = ""
+    """The program run when none is named (``sudo -s`` runs a shell)."""
+
+    resolved: str | None = None
+    """``program``, once the wrappers are resolved."""
+
+    @property
+    def program(self) -> str:
+        if self.resolved is not None:
+            return self.resolved
+        if self.start >= len(self.words):
+            return self.implied
+        w = self.words[self.start]
+        return program_name(w.text) if not w.dynamic else ""
+
+
+def is_interpreter(program: str) -> bool:
+    """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``)."""
+    return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
+
+
+def program_name(text: str) -> str:
+    """``/usr/bin/Rm`` -> ``rm``; ``C:\\...\\curl.exe`` -> ``curl``; lower-cased because macOS and
+    Windows file systems are case-insensitive."""
+    base = posixpath.basename(text.replace("\\", "/")).lower()
+    for suffix in (".exe", ".cmd", ".bat", ".com"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return base
+
+
+class Unparsed(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Walker:
+    """Walks the syntax tree of one command line (and, recursively, its payloads)."""
+
+    def __init__(self, home: str) -> None:
+        self.parser = tree_sitter.Parser(_LANGUAGE)
+        self.commands: list[Command] = []
+        self.unparsed: list[str] = []
+        self.home = home
+
+    # ---- entry ----------------------------------------------------------------------------
+    def parse(self, text: str, state: State, depth: int, context: str) -> list[Command]:
+        """Commands of ``text``; appended to ``self.commands`` too."""
+        if depth > MAX_DEPTH:
+            self.unparsed.append("too-deep")
+            return []
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_BYTES:
+            self.unparsed.append("too-large")
+            return []
+        if not _SPECIAL.search(text) and (tokens := text.split()) and not _ASSIGNMENT.match(tokens[0]):
+            # no quoting, expansion or operator: bash splits at blanks, nothing else (fast path)
+            cmd = Command([Word(t, "0" * len(t)) for t in tokens], state, depth, context)
+            return self.resolve(cmd, data, state, depth)
+        tree = self.parser.parse(data)
+        if tree.root_node.has_error:
+            self.unparsed.append("syntax")
+        return self.node(tree.root_node, data, state, depth, context)
+
+    # ---- statements -----------------------------------------------------------------------
+    def node(self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str) -> list[Command]:
+        t = n.type
+        if len(self.commands) > MAX_COMMANDS:
+            self.unparsed.append("too-many")
+            return []
+        if t == "command":
+            return self.command(n, src, st, depth, ctx, [])
+        if t == "redirected_statement":
+            body = n.child_by_field_name("body")
+            redirs = [c for c in n.children if c is not body and c.type.endswith("redirect")]
+            if body is not None and body.type == "command":
+                return self.command(body, src, st, depth, ctx, redirs)
+            inner = self.node(body, src, st, depth, ctx) if body is not None else []
+            extra = Command([], st, depth, ctx)
+            self.redirections(redirs, src, st, depth, extra)
+            reads = [r["path"] for r in extra.redirects if r.get("path") and r["op"] in ("<", "<>")]
+            for c in inner:  # `while read l; do ...; done < .env`: every command of the body sees it
+                c.redirects += extra.redirects
+                c.code_from += extra.code_from
+                c.stdin_from = _unique([*c.stdin_from, *extra.stdin_from])
+                if c.fact:
+                    c.fact["paths"] = _unique([*c.fact["paths"], *reads])
+                    self.finish_code(c, src, depth)
+            return inner
+        if t == "pipeline":
+            return self.pipeline(n, src, st, depth, ctx)
+        if t == "variable_assignment":
+            self.assign(n, src, st, depth, ctx)
+            return []
+        if t in ("declaration_command", "unset_command"):
+            for part in n.named_children:
+                if part.type == "variable_assignment":
+                    self.assign(part, src, st, depth, ctx)
+                else:
+                    self.word(part, src, st, depth)
+            return []
+        if t == "subshell":
+            return self.children(n, src, st.copy(), depth, ctx)
+        if t == "function_definition":
+            body = n.child_by_field_name("body")
+            return self.node(body, src, st.copy(), depth, "function") if body is not None else []
+        if t in ("for_statement", "select_statement"):
+            var = n.child_by_field_name("variable")
+            if var is not None:
+                st.vars[var.text.decode() if var.text else ""] = Word(dynamic=True)
+            return self.children(n, src, st, depth, ctx, skip_words=True)
+        if t in ("heredoc_body", "comment", "heredoc_start", "heredoc_end"):
+            return []
+        if t == "ERROR":
+            raw = src[n.start_byte : n.end_byte].decode("utf-8", "replace")
+            if raw.startswith("{") and "," in raw.split("}", 1)[0]:
+                # `{cat,.env}`: brace expansion in command position, which the grammar rejects
+                words: list[Word] = []
+                for token in raw.split():
+                    w = Word()
+                    unquoted(token, w)
+                    words.extend(self.split(w))
+                return self.resolve(Command(words, st, depth, ctx), src, st, depth)
+            return self.children(n, src, st, depth, ctx)
+        return self.children(n, src, st, depth, ctx)
+
+    def children(
+        self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, *, skip_words: bool = False
+    ) -> list[Command]:
+        out: list[Command] = []
+        for c in n.named_children:
+            if skip_words and c.type in ("word", "string", "raw_string", "concatenation", "variable_name"):
+                self.word(c, src, st, depth)  # substitutions inside still run
+                continue
+            if c.type in ("command_substitution", "process_substitution", "string", "expansion", "simple_expansion"):
+                self.word(c, src, st, depth)
+                continue
+            out += self.node(c, src, st, depth, ctx)
+        return out
+
+    def pipeline(self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str) -> list[Command]:
+        elements: list[list[Command]] = []
+        for c in n.named_children:
+            elements.append(self.node(c, src, st.copy() if elements else st, depth, ctx))
+        out: list[Command] = []
+        for i, element in enumerate(elements):
+            upstream = [cmd for e in elements[:i] for cmd in e]
+            downstream = elements[i + 1] if i + 1 < len(elements) else []
+            feeders = _unique(p for u in upstream for p in (u.program, *u.fact.get("_inputs", [])) if p)
+            for cmd in element:
+                cmd.stdin_from = _unique([*cmd.stdin_from, *feeders])
+                cmd.stdout_to = _unique([*cmd.stdout_to, *(d.program for d in downstream if d.program)])
+                if i > 0 and len(elements[i - 1]) == 1 and elements[i - 1][0].program in ("echo", "printf"):
+                    cmd.stdin_text = _echo_text(elements[i - 1][0])
+            out += element
+        for cmd in out:
+            self.finish_code(cmd, src, depth)
+        return out
+
+    def assign(
+        self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, tail: tree_sitter.Node | None = None
+    ) -> None:
+        name_node = n.child_by_field_name("name")
+        name = name_node.text.decode() if name_node is not None and name_node.text else ""
+        if tail is not None:  # continuation of the value parsed as a separate node
+            if name and name in st.vars:
+                st.vars[name].extend(self.word(tail, src, st, depth))
+            return
+        value_node = n.child_by_field_name("value")
+        value = self.word(value_node, src, st, depth) if value_node is not None else Word()
+        if name and "[" not in name:
+            st.vars[name] = value
+
+    # ---- one simple command ---------------------------------------------------------------
+    def command(
+        self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, redirs: list[tree_sitter.Node]
+    ) -> list[Command]:
+        local = st.copy()
+        args: list[tree_sitter.Node] = []
+        prefix_assign = False
+        last: tree_sitter.Node | None = None
+        for c in n.children:
+            if not c.is_named:
+                if c.type == "$" and c.text != b"$":  # an escaped `\$` the grammar leaves anonymous
+                    args.append(c)
+                continue
+            if last is not None and c.start_byte == last.end_byte and not c.type.endswith("redirect"):
+                # tree-sitter-bash ends `B='m'\a'in'` after 'm': the touching rest is still its value
+                self.assign(last, src, local, depth, ctx, tail=c)
+                last = c
+                continue
+            last = None
+            if c.type == "variable_assignment":
+                self.assign(c, src, local, depth, ctx)
+                prefix_assign = True
+                last = c
+            elif c.type.endswith("redirect"):
+                redirs.append(c)
+            elif c.type == "command_name":
+                args.extend(c.named_children or [c])
+            else:
+                args.append(c)
+        raw_words: list[Word] = []
+        groups = _adjacent(args, src)
+        prefix: Word | None = None
+        join = False
+        for index, group in enumerate(groups):
+            if index > 0 and b"\\" in (gap := src[groups[index - 1][-1].end_byte : group[0].start_byte]):
+                # the grammar drops escaped blanks (`\ `) between words: put them back
+                for text, touches_prev, touches_next in _gap_tokens(gap.decode("utf-8", "replace")):
+                    piece = Word()
+                    unquoted(text, piece)
+                    if touches_prev and raw_words:
+                        raw_words[-1].extend(piece)
+                        join = touches_next
+                    elif touches_next:
+                        prefix = piece
+                    else:
+                        raw_words.append(piece)
+            word = raw_words[-1] if join else (prefix or Word())
+            for part in group:
+                word.extend(self.word(part, src, local, depth))
+            if not join:
+                raw_words.append(word)
+            prefix, join = None, False
+        if groups and b"\\" in (tail := _escaped_tail(src, groups[-1][-1].end_byte)):
+            for text, touches_prev, _ in _gap_tokens(tail.decode("utf-8", "replace")):
+                piece = Word()
+                unquoted(text, piece)
+                if touches_prev:
+                    raw_words[-1].extend(piece)
+                else:
+                    raw_words.append(piece)
+        words = [w for raw in raw_words for w in self.split(raw)]
+        if not words and prefix_assign:
+            st.vars.update(local.vars)  # a bare `X=1` keeps X for the rest of the line
+            return []
+        cmd = Command(words, local if prefix_assign else st, depth, ctx)
+        self.redirections(redirs, src, st, depth, cmd)
+        return self.resolve(cmd, src, st, depth) + [r for w in words for r in w.readers]
+
+    def split(self, word: Word) -> list[Word]:
+        """Brace expansion of one word (and field splitting of unquoted substituted text)."""
+        if word.dynamic or "0" not in word.mask:
+            return [word]
+        expanded = brace_expand(word.text, word.mask)
+        if expanded is None:
+            return [Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers)]
+        fields = [f for t, m in expanded for f in field_split(t, m)]
+        return [Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers) for t, m in fields]
+
+    def redirections(self, redirs: list[tree_sitter.Node], src: bytes, st: State, depth: int, cmd: Command) -> None:
+        for r in redirs:
+            op = ""
+            fd = ""
+            target: Word | None = None
+            for c in r.children:
+                if c.type == "file_descriptor":
+                    fd = c.text.decode() if c.text else ""
+                elif not c.is_named:
+                    op = op or (c.text.decode() if c.text else "")
+                elif c.type == "heredoc_body":
+                    body = c.text.decode() if c.text else ""
+                    quoted = any(
+                        ch.type == "heredoc_start" and ch.text is not None and ch.text[:1] in (b"'", b'"', b"\\")
+                        for ch in r.children
+                    )
+                    cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else None
+                    if cmd.stdin_text is None:
+                        cmd.dynamic = True
+                elif c.type not in ("heredoc_start", "heredoc_end") and target is None:
+                    target = self.word(c, src, st, depth)
+            if r.type == "herestring_redirect" and target is not None:
+                cmd.stdin_text = None if target.dynamic else target.text
+                cmd.code_from += target.sources
+                if target.dynamic:
+                    cmd.dynamic = True
+                continue
+            if r.type == "heredoc_redirect":
+                continue
+            text = target.text if target is not None else ""
+            entry: dict[str, Any] = {"op": op, "fd": fd, "target": text, "dynamic": bool(target and target.dynamic)}
+            if target is not None and not target.dynamic and not op.endswith("&"):
+                entry["path"] = pathmod.normalize(text, st.cwd, st.home, shell=True)
+            if target is not None and target.procsub and op.startswith("<"):
+                cmd.stdin_from = _unique([*cmd.stdin_from, *target.sources])
+            cmd.redirects.append(entry)
+
+    # ---- wrappers, payloads ---------------------------------------------------------------
+    def resolve(self, cmd: Command, src: bytes, st: State, depth: int) -> list[Command]:
+        words = cmd.words
+        i = 0
+        out: list[Command] = [cmd]
+        while i < len(words):
+            w = words[i]
+            if w.dynamic:
+                cmd.dynamic = True
+                break
+            name = program_name(w.text)
+            if name in ("busybox", "toybox") and i + 1 < len(words) and not words[i + 1].text.startswith("-"):
+                cmd.wrappers.append(name)
+                i += 1
+                continue
+            if name == "command" and any(x.text in ("-v", "-V") for x in words[i + 1 : i + 2]):
+                break
+            if name in ("su", "script"):
+                cmd.wrappers.append(name)
+                payload = _option_value(words[i + 1 :], ("-c", "--command"))
+                if payload is not None:
+                    out += self.payload(cmd, payload, src, st, depth)
+                    cmd.resolved = name
+                i = len(words)
+                break
+            if name not in _WRAPPERS:
+                break
+            short_v, long_v = _WRAPPERS[name]
+            cmd.wrappers.append(name)
+            j = i + 1
+            operands_to_skip = _TAKES_OPERAND.get(name, 0)
+            if name == "taskset" and j < len(words) and words[j].text in ("-c", "--cpu-list"):
+                j += 1
+            while j < len(words):
+                a = words[j].text
+                if a == "--":
+                    j += 1
+                    break
+                if name == "env" and "=" in a and not a.startswith("-"):
+                    j += 1
+                    continue
+                if name == "nice" and a[:1] == "-" and a[1:].lstrip("-").isdigit():
+                    j += 1
+                    continue
+                if a.startswith("--") and len(a) > 2:
+                    key, eq, val = a[2:].partition("=")
+                    if key in ("split-string", "command") and name in ("env", "flock"):
+                        text = val if eq else (words[j + 1].text if j + 1 < len(words) else "")
+                        out += self.payload(cmd, Word(text, "1" * len(text)), src, st, depth)
+                        j = len(words)
+                        break
+                    if key == "chdir" and name in ("env", "sudo", "run0"):
+                        self.chdir_for(cmd, val if eq else (words[j + 1].text if j + 1 < len(words) else ""))
+                    j += 1 if eq or key not in long_v else 2
+                    continue
+                if a.startswith("-") and len(a) > 1:
+                    body = a[1:]
+                    consumed = 1
+                    for k, ch in enumerate(body):
+                        if ch in short_v:
+                            if (name in ("env",) and ch == "S") or (name == "flock" and ch == "c"):
+                                payload = (
+                                    Word(body[k + 1 :])
+                                    if body[k + 1 :]
+                                    else (words[j + 1] if j + 1 < len(words) else Word())
+                                )
+                                out += self.payload(cmd, payload, src, st, depth)
+                                j = len(words)
+                                consumed = 0
+                                break
+                            if name == "xargs" and ch in "eil":
+                                break  # optional attached value only
+                            if (name == "env" and ch == "C") or (name in ("sudo", "run0") and ch == "D"):
+                                value = body[k + 1 :] or (words[j + 1].text if j + 1 < len(words) else "")
+                                self.chdir_for(cmd, value)
+                            if not body[k + 1 :]:
+                                consumed = 2
+                            break
+                    if consumed == 0:
+                        break
+                    j += consumed
+                    continue
+                if operands_to_skip:
+                    operands_to_skip -= 1
+                    j += 1
+                    continue
+                break
+            if name == "watch":
+                rest = words[j:]
+                text = " ".join(x.text for x in rest)
+                out += self.payload(cmd, Word(text, "1" * len(text), any(x.dynamic for x in rest)), src, st, depth)
+                i = len(words)
+                break
+            if name == "xargs":
+                cmd.dynamic = True
+            i = j
+        cmd.start = i
+        if cmd.resolved is None and i >= len(words) and cmd.wrappers and cmd.wrappers[-1] in _PRIVILEGE:
+            options = {w.text for w in words[1:]}
+            if cmd.wrappers[-1] == "su" or options & {"-s", "-i", "--shell", "--login"}:
+                cmd.implied = "sh"  # `sudo -s`, `sudo -i`, `su`: a shell that reads stdin
+        program = cmd.resolved = cmd.resolved or cmd.program
+        args = words[i + 1 :] if i < len(words) else []
+        if program in SHELLS:
+            script = _shell_payload(args)
+            if script is not None:
+                at = next(k for k, w in enumerate(args) if w is script)
+                positional = {str(k): w for k, w in enumerate(args[at + 1 :])}  # `sh -c '...$1' _ /`
+                out += self.payload(cmd, script, src, st, depth, positional)
+        elif program == "eval":
+            joined = Word()
+            for k, arg in enumerate(args):
+                if k:
+                    joined.add(" ", True)
+                joined.extend(arg)
+            out += self.payload(cmd, joined, src, st, depth)
+        elif program in ("cd", "pushd") and cmd.context != "substitution":
+            self.change_dir(args, st)
+        elif program == "git" and not cmd.dynamic:
+            self.git_state(cmd, args, st)
+        elif program == "find":
+            out += self.find_exec(cmd, args, src, st, depth)
+        self.build(cmd)
+        self.commands.append(cmd)
+        self.finish_code(cmd, src, depth)
+        self.track_files(cmd, st)
+        return out
+
+    def chdir_for(self, cmd: Command, directory: str) -> None:
+        """``env -C dir`` / ``sudo -D dir``: the command runs elsewhere (this command only)."""
+        cmd.state = cmd.state.copy()
+        cmd.state.cwd = pathmod.normalize(directory, cmd.state.cwd, cmd.state.home, shell=True) if directory else ""
+
+    def payload(
+        self, cmd: Command, script: Word, src: bytes, st: State, depth: int, positional: dict[str, Word] | None = None
+    ) -> list[Command]:
+        cmd.code_from = _unique([*cmd.code_from, *script.sources])
+        if script.dynamic:
+            cmd.dynamic = True
+            return []
+        inner = st.copy()
+        if positional is not None:
+            inner.vars = {k: v for k, v in inner.vars.items() if not k.isdigit()} | positional
+        return self.parse(script.text, inner, depth + 1, "payload")
+
+    def finish_code(self, cmd: Command, src: bytes, depth: int) -> None:
+        """Programs whose output ``cmd`` runs as code, and a static stdin script parsed as one."""
+        program = cmd.program
+        args = [w.text for w in cmd.words[cmd.start + 1 :]]
+        argw = cmd.words[cmd.start + 1 :]
+        if is_interpreter(program) or program in ("source", "."):
+            script_at = _script_operand(program, args)
+            if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
+                script_at = None
+            reads_stdin = script_at is None and program not in ("source", ".") and not _has_inline_code(program, args)
+            if script_at is not None:
+                w = argw[script_at]
+                if w.procsub:
+                    cmd.code_from = _unique([*cmd.code_from, *w.sources])
+                elif w.text in ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"):
+                    reads_stdin = True
+                else:
+                    target = pathmod.normalize(w.text, cmd.state.cwd, cmd.state.home, shell=True)
+                    if target in cmd.state.downloads:
+                        cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+            for k, a in enumerate(args[:-1]):
+                if a in _INLINE_FLAGS or (
+                    a.startswith("-") and not a.startswith("--") and a[-1:] in "ce" and len(a) <= 4
+                ):
+                    cmd.code_from = _unique([*cmd.code_from, *argw[k + 1].sources])
+            if reads_stdin:
+                cmd.code_from = _unique([*cmd.code_from, *cmd.stdin_from])
+                if cmd.stdin_text is not None and program in SHELLS and not cmd.fact.get("_stdin_parsed"):
+                    cmd.fact["_stdin_parsed"] = True
+                    self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
+        elif cmd.start < len(cmd.words) and cmd.words[cmd.start].dynamic:
+            cmd.code_from = _unique([*cmd.code_from, *cmd.words[cmd.start].sources])  # `$(curl ...)` as a command
+        elif cmd.start < len(cmd.words):
+            target = pathmod.normalize(cmd.words[cmd.start].text, cmd.state.cwd, cmd.state.home, shell=True)
+            if "/" in cmd.words[cmd.start].text and target in cmd.state.downloads:
+                cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+        if cmd.fact:
+            cmd.fact["code_from"] = cmd.code_from
+            cmd.fact["stdin_from"] = cmd.stdin_from
+            cmd.fact["stdout_to"] = cmd.stdout_to
+            cmd.fact["dynamic"] = cmd.fact["dynamic"] or cmd.dynamic
+
+    def change_dir(self, args: list[Word], st: State) -> None:
+        operands = [a for a in args if not (a.text.startswith("-") and len(a.text) > 1)]
+        if not operands:
+            st.cwd = st.home if st.home != "~" else "~"
+        elif operands[0].dynamic or operands[0].text == "-":
+            st.cwd = ""
+        else:
+            base = st.cwd
+            text = operands[0].text
+            if not base and not text.startswith(("/", "~")):
+                st.cwd = ""
+            else:
+                st.cwd = pathmod.normalize(text, base, st.home, shell=True)
+
+    def git_state(self, cmd: Command, args: list[Word], st: State) -> None:
+        texts = [a.text for a in args]
+        top = opts.parse(texts, opts.spec_for("git"))
+        if not top.operands:
+            return
+        sub = texts[top.operands[0]]
+        rest = texts[top.operands[0] + 1 :]
+        if sub in ("checkout", "switch"):
+            parsed = opts.parse(rest, opts.spec_for("git", sub))
+            for key in ("-b", "-B", "-c", "-C", "--orphan", "--create", "--force-create"):
+                if key in parsed.values:
+                    st.branch = parsed.values[key][-1]
+                    return
+            if parsed.operands and "--detach" not in parsed.options:
+                st.branch = rest[parsed.operands[0]]
+            elif "--detach" in parsed.options:
+                st.branch = ""
+
+    def find_exec(self, cmd: Command, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
+        out: list[Command] = []
+        starts = []
+        for a in args:
+            if a.text.startswith("-") or a.text in ("(", "!"):
+                break
+            starts.append(a.text)
+        starts = starts or ["."]
+        if any(a.text == "-delete" for a in args):
+            words = [Word("rm", "11"), Word("-rf", "111")] + [Word(x, "1" * len(x)) for x in starts]
+            out += self.resolve(Command(words, st, depth + 1, "find-delete"), src, st, depth + 1)
+        k = 0
+        while k < len(args):
+            if args[k].text in ("-exec", "-execdir", "-ok", "-okdir"):
+                end = k + 1
+                while end < len(args) and args[end].text not in (";", "+"):
+                    end += 1
+                inner: list[Word] = []
+                for a in args[k + 1 : end]:
+                    if "{}" in a.text:
+                        for start in starts:
+                            t = a.text.replace("{}", start.rstrip("/") + "/{}")
+                            inner.append(Word(t, "1" * len(t)))
+                    else:
+                        inner.append(a)
+                if inner:
+                    sub = Command(inner, st, depth + 1, "find-exec")
+                    out += self.resolve(sub, src, st, depth + 1)
+                k = end
+            k += 1
+        return out
+
+    def track_files(self, cmd: Command, st: State) -> None:
+        """Copies (``cp a b``, ``cat a > b``) and downloads (``curl -o f``, ``wget``, ``> f``)."""
+        fact = cmd.fact
+        program = cmd.program
+        outs = [
+            r["path"]
+            for r in cmd.redirects
+            if r.get("path") and r["op"] in (">", ">>", ">|", "&>", "&>>") and r["fd"] in ("", "1")
+        ]
+        if program in DOWNLOADERS:
+            written = list(outs)
+            values: dict[str, list[str]] = fact.get("_values", {})
+            for key in ("-o", "--output", "-O", "--output-document"):
+                written += [pathmod.normalize(v, st.cwd, st.home, shell=True) for v in values.get(key, []) if v != "-"]
+            if ("-O" in fact["options"] and program == "curl") or (program == "wget" and not values.get("-O")):
+                for url in fact["operands"]:
+                    name = posixpath.basename(url.split("?", 1)[0].rstrip("/")) if "://" in url else ""
+                    if name:
+                        written.append(pathmod.normalize(name, st.cwd, st.home, shell=True))
+            for p in written:
+                st.downloads[p] = program
+        if program == "tee" and cmd.stdin_from:
+            feeders = [p for p in cmd.stdin_from if p in DOWNLOADERS]
+            for operand in fact["operands"]:
+                p = pathmod.normalize(operand, st.cwd, st.home, shell=True)
+                if feeders:
+                    st.downloads[p] = feeders[0]
+        if program in _COPIERS and len(fact["operands"]) >= 2 and fact["writes"]:
+            dst = fact["writes"][-1]
+            for s in fact["paths_raw"]:
+                st.aliases.setdefault(dst, []).append(s)
+                st.aliases.setdefault(dst.rstrip("/") + "/" + posixpath.basename(s), []).append(s)
+                if s in st.downloads:
+                    st.downloads[dst] = st.downloads[s]
+        for p in outs:
+            st.aliases.setdefault(p, []).extend(fact["paths_raw"])
+        if program == "chmod":
+            pass
+
+    # ---- words ----------------------------------------------------------------------------
+    def word(self, n: tree_sitter.Node, src: bytes, st: State, depth: int) -> Word:
+        t = n.type
+        w = Word()
+        raw = src[n.start_byte : n.end_byte].decode("utf-8", "replace")
+        if t == "word" or t == "number":
+            unquoted(raw, w)
+        elif t == "raw_string":
+            w.add(raw[1:-1] if len(raw) >= 2 else "", True)
+        elif t == "ansi_c_string":
+            w.add(ansi_c(raw[2:-1]), True)
+        elif t in ("string", "translated_string"):
+            pos = n.start_byte + (2 if t == "translated_string" else 1)
+            end = n.end_byte - 1
+            for c in n.named_children:
+                if c.start_byte > pos:
+                    double_quoted(src[pos : c.start_byte].decode("utf-8", "replace"), w)
+                if c.type == "string_content":
+                    double_quoted(c.text.decode("utf-8", "replace") if c.text else "", w)
+                else:
+                    inner = self.word(c, src, st, depth)
+                    w.extend(
+                        Word(
+                            inner.text, "1" * len(inner.text), inner.dynamic, inner.sources, inner.procsub, inner.fixed
+                        )
+                    )
+                pos = c.end_byte
+            if end > pos:
+                double_quoted(src[pos:end].decode("utf-8", "replace"), w)
+        elif t == "simple_expansion" or t == "expansion":
+            self.expansion(n, raw, st, w)
+        elif t == "command_substitution":
+            body = self.children_text(n, src)
+            before = len(self.commands)
+            self.parse(body, st.copy(), depth + 1, "substitution")
+            produced = self.commands[before:]
+            known = _static_output(produced, st) if len(produced) == 1 else None
+            if known is not None:  # `$(echo rm)`, `$(pwd)`: the output is known
+                w.add(known, False)
+            else:
+                w.add(raw, True)
+                w.dynamic = True
+                w.fixed = 0
+                w.sources = _unique(c.program for c in produced if c.program)
+        elif t == "process_substitution":
+            body = self.children_text(n, src)
+            before = len(self.commands)
+            self.parse(body, st.copy(), depth + 1, "process-substitution")
+            w.add("/dev/fd/63", True)
+            w.procsub = True
+            if raw.startswith(">("):
+                w.readers = [c for c in self.commands[before:] if c.depth == depth + 1]
+            w.sources = _unique(c.program for c in self.commands[before:] if c.program)
+        elif t == "concatenation" or t == "command_name":
+            pos = n.start_byte
+            for c in n.children:
+                if c.start_byte > pos:
+                    unquoted(src[pos : c.start_byte].decode("utf-8", "replace"), w)
+                w.extend(self.word(c, src, st, depth))
+                pos = c.end_byte
+            if n.end_byte > pos:
+                unquoted(src[pos : n.end_byte].decode("utf-8", "replace"), w)
+        elif t == "arithmetic_expansion":
+            w.add(raw, True)
+            w.dynamic = True
+        elif t == "brace_expression":
+            w.add(raw, False)
+        else:
+            unquoted(raw, w)
+        if t in ("word", "concatenation") and w.text.startswith("~") and w.mask[:1] == "0":
+            head, sep, rest = w.text.partition("/")
+            if head == "~" or ("\n" not in head and all(m == "0" for m in w.mask[: len(head)])):
+                expanded = pathmod.normalize(head, "", st.home, shell=True) if head != "~" else st.home
+                if head == "~" or expanded != head:
+                    tail_mask = w.mask[len(head) :]
+                    w.text = expanded + sep + rest
+                    w.mask = "1" * len(expanded) + tail_mask
+        return w
+
+    def children_text(self, n: tree_sitter.Node, src: bytes) -> str:
+        named = n.named_children
+        if not named:
+            return ""
+        return src[named[0].start_byte : named[-1].end_byte].decode("utf-8", "replace")
+
+    def expansion(self, n: tree_sitter.Node, raw: str, st: State, w: Word) -> None:
+        name = ""
+        for c in n.named_children:
+            if c.type in ("variable_name", "special_variable_name"):
+                name = c.text.decode() if c.text else ""
+                break
+        simple = raw in ("$" + name, "${" + name + "}")
+        if simple and name == "HOME" and name not in st.vars:
+            w.add(st.home, True)
+            return
+        if simple and name in _DEFAULTS and name not in st.vars:
+            w.add(_DEFAULTS[name], True)
+            return
+        if simple and name == "IFS" and name not in st.vars:
+            w.add(" ", False)  # default IFS: the word is split here
+            return
+        if simple and name == "PWD" and st.cwd:
+            w.add(st.cwd, True)
+            return
+        value = st.vars.get(name) if simple else None
+        if value is not None and not value.dynamic:
+            w.add(value.text, False)
+            return
+        w.dynamic = True
+        w.fixed = 0
+        if value is not None:
+            w.sources = list(value.sources)
+        w.add(raw, True)
+
+    # ---- the fact ---------------------------------------------------------------------------
+    def build(self, cmd: Command) -> None:
+        words = cmd.words
+        program = cmd.program
+        argv = [w.text for w in words[cmd.start :]]
+        args = argv[1:]
+        argw = words[cmd.start + 1 :]
+        sub = ""
+        spec_args = args
+        offset = 0
+        if program == "git":
+            top = opts.parse(args, opts.spec_for("git"))
+            if top.operands:
+                offset = top.operands[0] + 1
+                sub = args[top.operands[0]]
+                spec_args = args[offset:]
+                for config in top.values.get("-c", []):
+                    key, _, value = config.partition("=")
+                    if key.lower() == "alias." + sub.lower() and value and not value.startswith("!"):
+                        expanded = _split_words(value)
+                        if expanded:
+                            sub, spec_args = expanded[0], expanded[1:] + spec_args
+                            argw = [*argw[:offset], *(Word(t, "1" * len(t)) for t in expanded[1:]), *argw[offset:]]
+                            args = [w.text for w in argw]
+        elif program in (
+            "gh",
+            "docker",
+            "kubectl",
+            "npm",
+            "cargo",
+            "go",
+            "aws",
+            "gcloud",
+            "az",
+            "diskutil",
+            "systemctl",
+            "brew",
+            "pip",
+            "helm",
+        ):
+            first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
+            if first is not None:
+                sub = args[first]
+        spec = opts.spec_for(program, sub) if program == "git" else opts.spec_for(_SPEC_ALIASES.get(program, program))
+        parsed = opts.parse(spec_args, spec)
+        operands = [spec_args[k] for k in parsed.operands]
+        operand_words = [argw[offset + k] for k in parsed.operands]
+        st = cmd.state
+        paths_raw: list[str] = []
+        paths: list[str] = []
+        globs: list[str] = []
+        extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []
+        if program in _SPEC_ALIASES or program in ("grep", "rg"):
+            # the first operand of a search program is its pattern (unless -e/-f give one), never a file
+            given = {"-e", "-f", "--regexp", "--file"} & set(parsed.values)
+            pathish = operand_words if given else operand_words[1:]
+            values = {k: v for k, v in parsed.values.items() if k not in ("-e", "--regexp")}
+        else:
+            pathish, values = operand_words, parsed.values
+        candidates: list[tuple[Word, str]] = [(w, w.text) for w in pathish]
+        candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
+        for w in argw if pathish is operand_words else []:
+            t = w.text
+            if t.startswith("--") and "=" in t:
+                candidates.append((w, t.split("=", 1)[1]))
+            if "@" in t:
+                candidates.append((w, t.split("@", 1)[1]))
+            if "=" in t and not t.startswith("-"):
+                candidates.append((w, t.split("=", 1)[1]))
+        unresolved: list[str] = []
+        for w in operand_words:
+            if w.dynamic:
+                head = w.text[: w.fixed]
+                unresolved.append(
+                    pathmod.normalize(head.rsplit("/", 1)[0] or "/", st.cwd, st.home, shell=True) if "/" in head else ""
+                )
+        candidates += [
+            (Word(r["target"], "1" * len(r["target"])), r["target"])
+            for r in cmd.redirects
+            if r["op"] in ("<", "<>") and r.get("path")
+        ]
+        writes: list[str] = [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
+        copy_dest = program in _COPIERS and len(operand_words) >= 2
+        if copy_dest or program == "tee":
+            dests = operand_words[-1:] if copy_dest else operand_words
+            writes += [pathmod.normalize(w.text, st.cwd, st.home, shell=True) for w in dests if not w.dynamic]
+            candidates = [(w, t) for w, t in candidates if not any(w is d for d in dests)]
+        for w, text in candidates:
+            if w.dynamic or text == "":
+                continue
+            text = text.lstrip("<") if text.startswith("<") else text
+            norm = pathmod.normalize(text, st.cwd, st.home, shell=True)
+            if norm and w.glob and text == w.text:
+                pattern = pathmod.normalize(w.pattern(), st.cwd, st.home, shell=True)
+                globs.append(pattern)
+                paths += pathmod.glob_candidates(pattern, extra)
+            if norm:
+                paths_raw.append(norm)
+                paths.append(norm)
+        for p in list(paths):  # the original of a copy made earlier (also inside a copied directory)
+            for dst, origins in st.aliases.items():
+                if p == dst or p.startswith(dst.rstrip("/") + "/"):
+                    paths += [o + p[len(dst.rstrip("/")) :] if p != dst else o for o in origins]
+        hosts: list[str] = []
+        if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
+            bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
+            for w in argw:
+                if program in NETWORK and w.text in bare:
+                    found = hostmod.of_argument(w.text)
+                else:
+                    found = hostmod.in_text(w.text) if "://" in w.text else []
+                if program == "curl" and not found and "{" in w.text:
+                    variants = brace_expand(w.text, "0" * len(w.text)) or []
+                    found = [h for text, _ in variants for h in hostmod.of_argument(text)]
+                hosts += found
+        inputs = [s for w in argw for s in w.sources]
+        cmd.fact = {
+            "program": program,
+            "argv": argv,
+            "args": args,
+            "subcommand": sub,
+            "options": _unique(parsed.options),
+            "operands": operands,
+            "wrappers": cmd.wrappers,
+            "privileged": any(w in _PRIVILEGE for w in cmd.wrappers),
+            "dynamic": cmd.dynamic or any(w.dynamic for w in words),
+            "globs": globs,
+            "unresolved": unresolved,
+            "paths": _unique(paths),
+            "writes": _unique(writes),
+            "paths_raw": paths_raw,
+            "hosts": _unique(hosts),
+            "cwd": st.cwd,
+            "branch": st.branch,
+            "redirects": cmd.redirects,
+            "stdin_from": cmd.stdin_from,
+            "stdout_to": cmd.stdout_to,
+            "code_from": cmd.code_from,
+            "context": cmd.context,
+            "depth": cmd.depth,
+            "_inputs": _unique(inputs),
+            "_values": parsed.values,
+        }
+
+
+def _escaped_tail(src: bytes, pos: int) -> bytes:
+    """Blanks and escaped characters right after the last word (where the grammar may end a
+    command before a trailing ``\\ ``)."""
+    end = pos
+    while end < len(src):
+        c = src[end : end + 1]
+        if c in (b" ", b"\t"):
+            end += 1
+        elif c == b"\\" and end + 1 < len(src) and src[end + 1 : end + 2] != b"\n":
+            end += 2
+        else:
+            break
+    return src[pos:end]
+
+
+def _gap_tokens(gap: str) -> list[tuple[str, bool, bool]]:
+    """Escaped characters in the text between two words: (raw text, touches the previous word,
+    touches the next word)."""
+    out: list[tuple[str, bool, bool]] = []
+    start = -1
+    i = 0
+    while i < len(gap):
+        c = gap[i]
+        if c == "\\" and i + 1 < len(gap) and gap[i + 1] != "\n":
+            if start < 0:
+                start = i
+            i += 2
+            continue
+        if c == "\\" and i + 1 < len(gap):  # line continuation
+            if start >= 0:
+                out.append((gap[start:i], start == 0, False))
+                start = -1
+            i += 2
+            continue
+        if c in " \t" and start >= 0:
+            out.append((gap[start:i], start == 0, False))
+            start = -1
+        i += 1
+    if start >= 0:
+        out.append((gap[start:], start == 0, True))
+    return out
+
+
+def _split_words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return []
+
+
+def _adjacent(nodes: list[tree_sitter.Node], src: bytes) -> list[list[tree_sitter.Node]]:
+    """Argument nodes that touch (``$"x"`` is ``$`` + string; a backslash-newline between parts) form one word."""
+    groups: list[list[tree_sitter.Node]] = []
+    for n in nodes:
+        if groups and src[groups[-1][-1].end_byte : n.start_byte] in (b"", b"\\\n"):
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return groups
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for i in items:
+        seen.setdefault(i, None)
+    return list(seen)
+
+
+def _option_value(words: list[Word], names: tuple[str, ...]) -> Word | None:
+    for k, w in enumerate(words):
+        if (w.text in names or re.fullmatch(r"-[A-Za-z]*c", w.text)) and k + 1 < len(words):
+            return words[k + 1]
+        for n in names:
+            if n.startswith("--") and w.text.startswith(n + "="):
+                v = w.text[len(n) + 1 :]
+                return Word(v, "1" * len(v), w.dynamic, w.sources)
+    return None
+
+
+def _shell_payload(args: list[Word]) -> Word | None:
+    """The script of ``sh -c 'script'`` (``-c`` anywhere in an option cluster: ``-lc``, ``-ec``)."""
+    has_c = False
+    for w in args:
+        t = w.text
+        if t == "--":
+            continue
+        if t.startswith("-") and len(t) > 1 and not t.startswith("--"):
+            if "c" in t[1:]:
+                has_c = True
+            continue
+        if (t.startswith("+") and len(t) > 1) or t.startswith("--"):
+            continue
+        return w if has_c else None
+    return None
+
+
+_INLINE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-Command", "-command", "-EncodedCommand", "-enc"})
+
+
+def _has_inline_code(program: str, args: list[str]) -> bool:
+    flags = _INLINE_FLAGS | {"-m", "-p", "--print", "-File", "-file", "-f"}
+    for a in args:
+        if a in flags or (
+            (program in SHELLS or program.startswith("python"))
+            and a.startswith("-")
+            and not a.startswith("--")
+            and "c" in a[1:]
+        ):
+            return True
+        if program in ("perl", "ruby") and a.startswith("-") and ("e" in a[1:] or "E" in a[1:]):
+            return True
+    return False
+
+
+def _script_operand(program: str, args: list[str]) -> int | None:
+    """Index of the script file operand, if any (the first non-option argument)."""
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a == "--":
+            return k + 1 if k + 1 < len(args) else None
+        if a == "-":
+            return k
+        if a.startswith(("-", "+")):
+            if program in SHELLS and a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                k += 1
+            if program.startswith("python") and a in ("-W", "-X", "-Q"):
+                k += 1
+            k += 1
+            continue
+        return k
+    return None
+
+
+def _static_output(commands: list[Command], st: State) -> str | None:
+    """The output of a substituted ``echo``/``printf``/``pwd`` whose words are static (trailing
+    newlines removed, as bash does), else None."""
+    cmd = commands[0]
+    if cmd.dynamic or cmd.stdin_from or cmd.redirects:
+        return None
+    if cmd.program == "pwd" and len(cmd.words) == cmd.start + 1 and cmd.state.cwd:
+        return cmd.state.cwd
+    if cmd.program in ("echo", "printf"):
+        text = _echo_text(cmd)
+        return text.rstrip("\n") if text is not None and "%" not in text else None
+    return None
+
+
+def _echo_text(cmd: Command) -> str | None:
+    words = cmd.words[cmd.start + 1 :]
+    if any(w.dynamic for w in words):
+        return None
+    texts = [w.text for w in words]
+    while texts and texts[0] in ("-e", "-n", "-E", "-ne", "-en"):
+        texts = texts[1:]
+    if cmd.program == "printf" and texts:
+        fmt, *rest = texts
+        text = fmt.replace("%s", " ").replace("%b", " ") + " " + " ".join(rest)
+    else:
+        text = " ".join(texts)
+    return text.replace("\\n", "\n")
+
+
+def parse_command(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Facts of every simple command in ``text`` and the reasons it could not be read fully."""
+    walker = Walker(home)
+    state = State(cwd=cwd, home=home, vars={})
+    try:
+        walker.parse(text, state, 0, "")
+    except RecursionError:
+        walker.unparsed.append("too-deep")
+    except ValueError:
+        walker.unparsed.append("syntax")
+    facts = []
+    for cmd in walker.commands:
+        fact = dict(cmd.fact)
+        fact.pop("_inputs", None)
+        fact.pop("_values", None)
+        fact.pop("_stdin_parsed", None)
+        fact.pop("paths_raw", None)
+        facts.append(fact)
+    return facts, _unique(walker.unparsed)

@@ -1,0 +1,168 @@
+"""What a tool call is, independent of the harness: its kind, target paths, hosts, MCP server."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from gateway.policy.facts import hosts as hostmod
+from gateway.policy.facts import paths as pathmod
+
+READ_TOOLS = frozenset({
+    "read", "read_file", "read_text_file", "read_multiple_files", "read_many_files", "read_media_file", "view",
+    "view_file", "open_file", "get_file_contents", "cat", "notebook_read", "readfile", "read_notebook",
+})  # fmt: skip
+SEARCH_TOOLS = frozenset(
+    {"grep", "grep_search", "search_file_content", "search_files", "codebase_search", "ripgrep", "rg"}
+)
+WRITE_TOOLS = frozenset({
+    "write", "edit", "multiedit", "multi_edit", "notebookedit", "notebook_edit", "write_file", "writefile",
+    "write_to_file", "create", "create_file", "edit_file", "editfile", "edit_files", "replace", "replace_in_file",
+    "str_replace_editor", "str_replace_based_edit_tool", "insert_edit_into_file", "apply_diff", "search_replace",
+    "delete", "delete_file", "move_file", "rename_file", "create_directory", "apply_patch",
+})  # fmt: skip
+MCP_WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file"})
+READING_EDITS = frozenset({
+    "edit", "multiedit", "multi_edit", "notebookedit", "notebook_edit", "edit_file", "editfile", "edit_files",
+    "replace", "replace_in_file", "str_replace_editor", "str_replace_based_edit_tool", "insert_edit_into_file",
+    "apply_diff", "search_replace",
+})  # fmt: skip
+"""Edit tools show the harness (and so the model) the file's current text: they read it too."""
+LIST_TOOLS = frozenset({"glob", "ls", "list_directory", "list_dir", "find", "file_search", "list_files"})
+FETCH_TOOLS = frozenset({"webfetch", "web_fetch", "fetch", "fetch_url", "read_url", "browse", "http_request", "curl"})
+SHELL_TOOLS = frozenset({
+    "bash", "shell", "run_shell_command", "run_in_terminal", "run_terminal_cmd", "run_command", "pre_run_command",
+    "execute_command", "exec_command", "terminal", "powershell", "pwsh", "cmd", "local_shell", "container.exec",
+})  # fmt: skip
+PATH_FIELDS = ("file_path", "path", "filePath", "absolute_path", "target_file", "filename", "file", "notebook_path",
+               "uri", "source", "destination", "dir_path", "directory", "target", "old_path", "new_path")  # fmt: skip
+LIST_FIELDS = ("paths", "file_paths", "filePaths", "files")
+GLOB_FIELDS = ("glob", "include", "pattern", "file_pattern", "includePattern")
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.M)
+
+
+def short_name(name: str) -> str:
+    """The last part of a tool name after ``__``, ``.``, ``:`` or ``/`` (``mcp__fs__read_file``)."""
+    n = name.lower()
+    for sep in ("__", ":", "/", "."):
+        if sep in n:
+            n = n.rsplit(sep, 1)[1] or n
+    return n
+
+
+def server_of(tool: dict[str, Any]) -> str:
+    """The MCP server id, lower-cased; ``(unknown)`` for an MCP tool without one; '' otherwise."""
+    name = tool.get("name") if isinstance(tool.get("name"), str) else ""
+    if tool.get("origin") == "mcp":
+        mcp = tool.get("mcp")
+        server = mcp.get("server") if isinstance(mcp, dict) else None
+        ident = server.get("id") if isinstance(server, dict) else None
+        return ident.lower() if isinstance(ident, str) and ident.strip() else "(unknown)"
+    if isinstance(name, str) and re.match(r"^mcp__[^_].*__.", name):
+        return name.split("__")[1].lower()
+    return ""
+
+
+def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
+    lower = name.lower()
+    short = short_name(name)
+    mcp = tool.get("origin") == "mcp" or lower.startswith(("mcp__", "mcp_"))
+    candidates = (short, lower)
+
+    def ending(names: frozenset[str]) -> bool:
+        return any(c in names for c in candidates) or (
+            lower.startswith("mcp_") and any(lower.endswith("_" + n) for n in names)
+        )
+
+    if short == "apply_patch" or (isinstance(inp.get("command"), str) and inp["command"].startswith("*** Begin Patch")):
+        return "patch"
+    if short in ("str_replace_based_edit_tool", "str_replace_editor") and inp.get("command") == "view":
+        return "read"
+    if ending(SHELL_TOOLS) and ("command" in inp or "command_line" in inp or "cmd" in inp):
+        return "shell"
+    if (
+        ("command" in inp or "command_line" in inp)
+        and not mcp
+        and isinstance(inp.get("command", inp.get("command_line")), (str, list))
+        and short not in WRITE_TOOLS | READ_TOOLS
+    ):
+        return "shell"
+    if ending(READ_TOOLS):
+        return "read"
+    if ending(SEARCH_TOOLS):
+        return "search"
+    if ending(LIST_TOOLS):
+        return "list"
+    if ending(FETCH_TOOLS):
+        return "fetch"
+    if (mcp and ending(MCP_WRITE_TOOLS)) or (not mcp and ending(WRITE_TOOLS)):
+        return "edit" if ending(READING_EDITS) else "write"
+    return "other"
+
+
+def command_text(inp: dict[str, Any], powershell: bool) -> str | None:
+    """The shell command of a tool input: ``command`` (a string or an argv list) or ``command_line``."""
+    raw = inp.get("command", inp.get("command_line", inp.get("cmd")))
+    if isinstance(raw, list):
+        if not raw or not all(isinstance(a, str) for a in raw):
+            return None
+        text = shlex.join(raw)
+    elif isinstance(raw, str):
+        text = raw
+    else:
+        return None
+    text = text.replace("\x00", " ").replace("\ufffd", " ").replace("\r\n", "\n").replace("\r", "\n")
+    if powershell:
+        text = text.replace("`", "").replace("\\", "/")
+    return text
+
+
+def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[list[str], list[str], list[str]]:
+    """(normalized paths, raw path strings, glob patterns) named by a tool input."""
+    raws: list[str] = []
+    for key in PATH_FIELDS:
+        v = inp.get(key)
+        if isinstance(v, str) and v:
+            raws.append(v)
+    for key in LIST_FIELDS:
+        v = inp.get(key)
+        if isinstance(v, list):
+            raws += [x for x in v if isinstance(x, str) and x]
+    if kind == "patch" and isinstance(inp.get("command"), str):
+        for m in _PATCH_FILE.finditer(inp["command"]):
+            raws.append((m.group(1) or m.group(2)).strip())
+    globs: list[str] = []
+    if kind in ("search", "read", "list"):
+        base = inp.get("path") if isinstance(inp.get("path"), str) else ""
+        for key in GLOB_FIELDS:
+            v = inp.get(key)
+            if isinstance(v, str) and v and (kind != "search" or key != "pattern"):
+                globs.append(pathmod.normalize(base.rstrip("/") + "/" + v if base else v, cwd, home))
+    paths = [pathmod.normalize(p, cwd, home) for p in raws]
+    for g in globs:
+        tail = g.replace("**/", "")
+        paths += pathmod.glob_candidates(tail, [home.rsplit("/", 1)[-1]] if home.startswith("/") else [])
+        if "/" in tail:
+            paths += pathmod.glob_candidates(tail.rsplit("/", 1)[1])
+    return [p for p in paths if p], raws, globs
+
+
+def tool_hosts(kind: str, inp: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key in ("url", "uri", "href", "endpoint"):
+        v = inp.get(key)
+        if isinstance(v, str):
+            out += hostmod.of_argument(v) if "://" not in v else hostmod.in_text(v)
+    for key in ("urls",):
+        v = inp.get(key)
+        if isinstance(v, list):
+            for x in v:
+                if isinstance(x, str):
+                    out += hostmod.in_text(x) or hostmod.of_argument(x)
+    if kind == "fetch":
+        for key in ("prompt", "query", "input"):
+            v = inp.get(key)
+            if isinstance(v, str):
+                out += hostmod.in_text(v)
+    return out

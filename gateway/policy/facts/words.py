@@ -1,0 +1,217 @@
+"""Shell words after quote removal, with what stays unknown.
+
+A word is kept as two parallel strings: its characters and a mask that says which of them were
+quoted (``1``) or came from unquoted source text (``0``). Only unquoted ``*?[`` are glob
+characters and only unquoted ``{a,b}`` / ``{1..3}`` are brace expansions, exactly as in bash.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_BRACE = 64
+"""Brace expansion beyond this many words is not expanded (the word is then dynamic)."""
+
+_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+
+
+@dataclass
+class Word:
+    """One shell word: ``text``/``mask`` as described above, plus what could not be resolved."""
+
+    text: str = ""
+    mask: str = ""
+    dynamic: bool = False
+    """Contains a variable, command substitution or arithmetic whose value is not known."""
+    sources: list[str] = field(default_factory=list)
+    """Programs whose output becomes (part of) this word: ``$(curl ...)``, ``<(curl ...)``."""
+    procsub: bool = False
+    """The word is a process substitution ``<(...)`` (a file name such as /dev/fd/63)."""
+    fixed: int = 0
+    """For a dynamic word: how many leading characters are static."""
+    readers: list[Any] = field(default_factory=list)
+    """Commands of an output process substitution ``>(...)``: they read the command's output."""
+
+    def add(self, text: str, quoted: bool) -> None:
+        self.text += text
+        self.mask += ("1" if quoted else "0") * len(text)
+
+    def extend(self, other: Word) -> None:
+        if other.dynamic and not self.dynamic:
+            self.fixed = len(self.text) + other.fixed
+        self.text += other.text
+        self.mask += other.mask
+        self.dynamic = self.dynamic or other.dynamic
+        self.sources += other.sources
+        self.procsub = self.procsub or other.procsub
+        self.readers += other.readers
+
+    @property
+    def glob(self) -> bool:
+        return any(c in "*?[" and m == "0" for c, m in zip(self.text, self.mask, strict=True))
+
+    def pattern(self) -> str:
+        """The word as a glob pattern: quoted glob characters escaped with a backslash."""
+        out = []
+        for c, m in zip(self.text, self.mask, strict=True):
+            out.append("\\" + c if m == "1" and c in "*?[]\\" else c)
+        return "".join(out)
+
+
+def ansi_c(body: str) -> str:
+    """The value of ``$'...'`` (ANSI-C quoting) for its body between the quotes."""
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\" or i + 1 >= len(body):
+            out.append(c)
+            i += 1
+            continue
+        n = body[i + 1]
+        if n in _ESCAPES:
+            out.append(_ESCAPES[n])
+            i += 2
+        elif n in "01234567":
+            m = re.match(r"[0-7]{1,3}", body[i + 1 :])
+            assert m is not None
+            out.append(chr(int(m.group(), 8) & 0xFF))
+            i += 1 + len(m.group())
+        elif n == "x" and (m := re.match(r"[0-9A-Fa-f]{1,2}", body[i + 2 :])):
+            out.append(chr(int(m.group(), 16)))
+            i += 2 + len(m.group())
+        elif n in "uU" and (m := re.match(r"[0-9A-Fa-f]{1,8}" if n == "U" else r"[0-9A-Fa-f]{1,4}", body[i + 2 :])):
+            value = int(m.group(), 16)
+            out.append(chr(value) if value < 0x110000 else "\ufffd")
+            i += 2 + len(m.group())
+        elif n == "c" and i + 2 < len(body):
+            out.append(chr(ord(body[i + 2]) & 0x1F))
+            i += 3
+        else:
+            out.append("\\" + n)
+            i += 2
+    return "".join(out)
+
+
+def unquoted(raw: str, word: Word) -> None:
+    """Append unquoted source text: a backslash quotes the next character, ``\\<newline>`` vanishes."""
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == "\\" and i + 1 < len(raw):
+            if raw[i + 1] != "\n":
+                word.add(raw[i + 1], True)
+            i += 2
+            continue
+        word.add(c, False)
+        i += 1
+
+
+def double_quoted(raw: str, word: Word) -> None:
+    """Append the literal text inside double quotes: backslash only escapes ``$ ` " \\`` and newline."""
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
+            if raw[i + 1] != "\n":
+                word.add(raw[i + 1], True)
+            i += 2
+            continue
+        word.add(c, True)
+        i += 1
+
+
+def field_split(text: str, mask: str) -> list[tuple[str, str]]:
+    """Split at unquoted blanks, which only substituted values can bring (``${IFS}``, ``$X``)."""
+    out: list[tuple[str, str]] = []
+    start = None
+    for i, (c, m) in enumerate(zip(text, mask, strict=True)):
+        blank = m == "0" and c in " \t\n"
+        if blank and start is not None:
+            out.append((text[start:i], mask[start:i]))
+            start = None
+        elif not blank and start is None:
+            start = i
+    if start is not None:
+        out.append((text[start:], mask[start:]))
+    return out
+
+
+def brace_expand(text: str, mask: str) -> list[tuple[str, str]] | None:
+    """Bash brace expansion of an unquoted ``{a,b}`` or ``{1..3}``; None when it would exceed
+    :data:`MAX_BRACE` words. A word without a brace expression comes back unchanged."""
+    out: list[tuple[str, str]] = []
+    work = [(text, mask)]
+    while work:
+        t, m = work.pop()
+        found = _first_brace(t, m)
+        if found is None:
+            out.append((t, m))
+        else:
+            start, end, parts = found
+            for part_t, part_m in parts:
+                work.append((t[:start] + part_t + t[end + 1 :], m[:start] + part_m + m[end + 1 :]))
+        if len(out) + len(work) > MAX_BRACE:
+            return None
+    out.reverse()
+    return out
+
+
+def _first_brace(t: str, m: str) -> tuple[int, int, list[tuple[str, str]]] | None:
+    for start, c in enumerate(t):
+        if c != "{" or m[start] != "0" or (start > 0 and t[start - 1] == "$" and m[start - 1] == "0"):
+            continue
+        depth = 0
+        commas: list[int] = []
+        for end in range(start, len(t)):
+            if m[end] != "0":
+                continue
+            if t[end] == "{":
+                depth += 1
+            elif t[end] == "}":
+                depth -= 1
+                if depth == 0:
+                    if commas:
+                        bounds = [start, *commas, end]
+                        parts = [(t[a + 1 : b], m[a + 1 : b]) for a, b in itertools.pairwise(bounds)]
+                        return start, end, parts
+                    seq = _sequence(t[start + 1 : end])
+                    if seq is not None:
+                        return start, end, [(s, "1" * len(s)) for s in seq]
+                    break
+            elif t[end] == "," and depth == 1:
+                commas.append(end)
+    return None
+
+
+def _sequence(inner: str) -> list[str] | None:
+    m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?", inner)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        step = abs(int(m.group(3) or 1)) or 1
+        if abs(b - a) // step + 1 > MAX_BRACE:
+            return [str(a)] * (MAX_BRACE + 1)
+        rng = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        return [str(i) for i in rng]
+    m = re.fullmatch(r"([A-Za-z])\.\.([A-Za-z])", inner)
+    if m:
+        a, b = ord(m.group(1)), ord(m.group(2))
+        return [chr(i) for i in (range(a, b + 1) if a <= b else range(a, b - 1, -1))]
+    return None
