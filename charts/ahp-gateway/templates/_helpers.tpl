@@ -180,3 +180,38 @@ extraVolumeMounts). Fails the render with the hook id otherwise.
 {{- define "ahp-gateway.secretMountPath" -}}
 {{- default (printf "/var/run/secrets/ahp-gateway/%s" .secretName) .mountPath | trimSuffix "/" }}
 {{- end }}
+
+{{/* Namespace of every namespaced object: namespaceOverride, else the release namespace. */}}
+{{- define "ahp-gateway.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* commonAnnotations as YAML (empty when none); callers merge their own annotations over it. */}}
+{{- define "ahp-gateway.annotations" -}}
+{{- with .Values.commonAnnotations }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The PromQL matcher that selects this release's series in files/alerts.yaml: prometheusRule.selector,
+else the labels the Prometheus Operator puts on targets of the chart's ServiceMonitor (namespace and
+Service name). Unlike the file's default `job=~".*ahp-gateway.*"` it still matches with nameOverride
+or fullnameOverride, and keeps two releases apart.
+*/}}
+{{- define "ahp-gateway.alertSelector" -}}
+{{- if .Values.prometheusRule.selector }}
+{{- .Values.prometheusRule.selector }}
+{{- else }}
+{{- printf "namespace=%q, service=%q" (include "ahp-gateway.namespace" .) (include "ahp-gateway.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* files/alerts.yaml with the gateway matcher and (optionally) the runbook base URL replaced. */}}
+{{- define "ahp-gateway.alertRules" -}}
+{{- $text := .Files.Get "files/alerts.yaml" | replace `job=~".*ahp-gateway.*"` (include "ahp-gateway.alertSelector" .) }}
+{{- with .Values.prometheusRule.runbookBaseUrl }}
+{{- $text = $text | replace "https://github.com/ahp-gateway/ahp-gateway/blob/main/grafana/README.md" (trimSuffix "/" .) }}
+{{- end }}
+{{- $text }}
+{{- end }}
