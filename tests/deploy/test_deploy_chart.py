@@ -38,7 +38,11 @@ except ImportError:  # pragma: no cover - depends on the test environment
 
 VALUES = [None, *CI_VALUES]
 VALUE_IDS = ["default", *(p.name.removesuffix("-values.yaml") for p in CI_VALUES)]
-CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+CRD_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+}
 SECRETISH = re.compile(r"token|secret|passw(or)?d|api_?key|private_?key|credential", re.IGNORECASE)
 CONFIG_PATH = "/etc/ahp-gateway/gateway.yaml"
 FILE_SELECTOR = 'job=~".*ahp-gateway.*"'
@@ -125,7 +129,7 @@ def test_rendered_manifests_validate_strictly(render: Render, values: Path | Non
     for doc in docs:
         assert doc["metadata"]["name"], doc
         if (doc["apiVersion"], doc["kind"]) in CRD_KINDS:
-            continue  # no upstream schema: checked field by field in test_prometheus_operator_objects
+            continue  # no upstream schema: checked field by field (test_prometheus_operator_objects, test_deploy_extras)
         try:
             kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -134,12 +138,18 @@ def test_rendered_manifests_validate_strictly(render: Render, values: Path | Non
 
 @pytest.mark.parametrize("values", VALUES, ids=VALUE_IDS)
 def test_everything_is_namespaced_and_labelled(render: Render, values: Path | None) -> None:
+    settings = load_values(values)
+    own = {"ServiceMonitor": "serviceMonitor", "PrometheusRule": "prometheusRule"}
     for doc in render(files_of(values)):
         meta = doc["metadata"]
         assert meta.get("namespace"), f"{doc['kind']}/{meta['name']} has no namespace"
+        if not meta["name"].endswith("-dashboard") and not settings.get(own.get(doc["kind"], ""), {}).get("namespace"):
+            assert meta["namespace"] == (settings["namespaceOverride"] or NAMESPACE), doc["kind"]
         labels = meta.get("labels", {})
-        assert labels.get("app.kubernetes.io/name") == "ahp-gateway", doc["kind"]
+        assert labels.get("app.kubernetes.io/name") == (settings["nameOverride"] or "ahp-gateway"), doc["kind"]
         assert labels.get("app.kubernetes.io/managed-by") == "Helm", doc["kind"]
+        assert subset(settings["commonLabels"], labels), doc["kind"]
+        assert set(settings["commonAnnotations"]) <= set(meta.get("annotations", {})), doc["kind"]  # own values win
 
 
 def test_preStop_falls_back_to_exec_before_kubernetes_1_30(render: Render) -> None:

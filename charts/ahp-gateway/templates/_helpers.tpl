@@ -186,10 +186,15 @@ extraVolumeMounts). Fails the render with the hook id otherwise.
 {{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* commonAnnotations as YAML (empty when none); callers merge their own annotations over it. */}}
-{{- define "ahp-gateway.annotations" -}}
-{{- with .Values.commonAnnotations }}
-{{- toYaml . }}
+{{/*
+An `annotations:` block for top-level metadata (starts with its own newline, indented 2): commonAnnotations with the object's own annotations (extra)
+over them; nothing when both are empty. Call: include ... (dict "ctx" $ "extra" .Values.x.annotations).
+*/}}
+{{- define "ahp-gateway.metadataAnnotations" -}}
+{{- $all := merge (deepCopy (default (dict) .extra)) (deepCopy (default (dict) .ctx.Values.commonAnnotations)) }}
+{{- with $all }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
 {{- end }}
 {{- end }}
 
@@ -214,4 +219,16 @@ or fullnameOverride, and keeps two releases apart.
 {{- $text = $text | replace "https://github.com/ahp-gateway/ahp-gateway/blob/main/grafana/README.md" (trimSuffix "/" .) }}
 {{- end }}
 {{- $text }}
+{{- end }}
+
+{{/*
+Labels of the `helm test` pod: the chart's labels without app.kubernetes.io/instance (so no selector
+of the release matches it) plus a component and the release, which the NetworkPolicy admits.
+*/}}
+{{- define "ahp-gateway.testLabels" -}}
+{{- $labels := include "ahp-gateway.labels" . | fromYaml }}
+{{- $_ := unset $labels "app.kubernetes.io/instance" }}
+{{- $_ := set $labels "app.kubernetes.io/component" "helm-test" }}
+{{- $_ := set $labels "ahp-gateway/test-of" .Release.Name }}
+{{- toYaml $labels }}
 {{- end }}
