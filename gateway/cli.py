@@ -1,4 +1,5 @@
-"""``ahp-gateway``: serve | check | explain | policy test. The only module that prints or exits."""
+"""``ahp-gateway``: serve | check | explain | policy test | schema | replay. The only module that prints or
+exits; each command's logic lives in its own module."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 
 from gateway import __version__
 from gateway.config.load import ConfigError, Issue, LoadedConfig, load
+
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -41,55 +44,24 @@ def _compile_or_exit(loaded: LoadedConfig) -> object:
         raise SystemExit(1) from None
 
 
+def _emit(outcome: Any) -> int:
+    sys.stdout.write(outcome.stdout)
+    sys.stderr.write(outcome.stderr)
+    return int(outcome.code)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    loaded = _load_or_exit(args.config)
-    snapshot = _compile_or_exit(loaded)
-    from gateway.runtime import RuntimeConfig
+    from gateway.check_cmd import check
 
-    assert isinstance(snapshot, RuntimeConfig)
-    print(summary(loaded, snapshot))
+    stdin_text = sys.stdin.read() if args.config == "-" else None
+    return _emit(check(args.config, args.format, args.strict, stdin_text))
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from gateway.schema_cmd import render
+
+    sys.stdout.write(render(args.kind))
     return 0
-
-
-def summary(loaded: LoadedConfig, snap: object) -> str:
-    from gateway.runtime import Route, RuntimeConfig
-
-    assert isinstance(snap, RuntimeConfig)
-    cfg = loaded.config
-    lines = [
-        f"OK {loaded.path.name}: id {cfg.id}, protocol {', '.join(cfg.protocolVersions)}, "
-        f"fanout {cfg.fanout}, deadline {cfg.limits.deadlineMs} ms",
-    ]
-    lines.extend(f"warning: {warning}" for warning in loaded.warnings)
-
-    def describe(route: Route) -> str:
-        when = " [when]" if route.when else ""
-        if route.mode == "observe":
-            return f"{route.hook_id}{when}"
-        policy = "fail-closed" if route.fail_closed else "fail-open"
-        return f"{route.hook_id} ({route.upstream.kind}, {route.timeout * 1000:.0f} ms, {policy}){when}"
-
-    def grouped(table: dict[str, tuple[Route, ...]], label: str) -> None:
-        groups: dict[str, list[str]] = {}
-        for event, routes in table.items():
-            text = " -> ".join(describe(r) for r in routes)
-            groups.setdefault(text, []).append(event)
-        if not groups:
-            return
-        lines.append(label)
-        for text, events in groups.items():
-            lines.append(f"  {', '.join(events)}:")
-            lines.append(f"      {text}")
-
-    grouped(dict(snap.intercept_routes), "intercept chains (in order):")
-    grouped(dict(snap.shadow_routes), "shadow (called concurrently, never decide):")
-    observers = {e: tuple(r for r in rs if r.mode == "observe") for e, rs in snap.observe_routes.items()}
-    grouped({e: rs for e, rs in observers.items() if rs}, "observers:")
-    lines.append(
-        f"register the gateway in harnesses with timeoutMs {cfg.frontend_timeout_ms} and failurePolicy "
-        f"{cfg.frontend.failurePolicy}, in both intercept and observe mode"
-    )
-    return "\n".join(lines)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -112,6 +84,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if value is not None:
                 child += [flag, str(value)]
         return supervise(child, args.workers)
+    if loaded.config.log.format == "json":
+        from gateway.logformat import configure
+
+        configure(args.log_level, "json")
     for warning in loaded.warnings:
         logging.getLogger("ahp_gateway").warning("%s", warning)
     try:
@@ -141,32 +117,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_test(args: argparse.Namespace) -> int:
-    from gateway.policy.cases import run
-    from gateway.policy.library import PolicyError
+    from gateway.policy.report import Options, policy_test
 
     paths = [Path(p) for p in (args.paths or ["policies"])]
-    try:
-        results = run(paths)
-    except PolicyError as exc:
-        _print_issues(exc.issues)
-        return 1
-    current: Path | None = None
-    for result in results:
-        if result.file != current:
-            current = result.file
-            print(str(result.file))
-        if result.passed:
-            if args.verbose:
-                print(f"  ok    {result.name}")
-            continue
-        print(f"  FAIL  {result.name}")
-        if result.error:
-            print(f"        error:    {result.error}")
-        print(f"        expected: {json.dumps(result.expected, ensure_ascii=False)}")
-        print(f"        actual:   {json.dumps(result.actual, ensure_ascii=False)}")
-    failed = sum(not r.passed for r in results)
-    print(f"{len(results) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    options = Options(paths, args.run, args.format, args.verbose, args.coverage, args.fail_under)
+    return _emit(policy_test(options))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -217,10 +172,13 @@ def _pool_of(snap: object) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
     parser.add_argument("--version", action="version", version=f"ahp-gateway {__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
     sub = parser.add_subparsers(dest="command", required=True)
+    # --log-level is also accepted after the subcommand (it only overrides when given there)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, type=str.upper, choices=LOG_LEVELS)
 
-    serve = sub.add_parser("serve", help="run the gateway")
+    serve = sub.add_parser("serve", help="run the gateway", parents=[common])
     serve.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     serve.add_argument("--host", help="override listen.host")
     serve.add_argument("--port", type=int, help="override listen.port")
@@ -229,30 +187,40 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
-    check = sub.add_parser("check", help="validate a configuration and print the chain per event")
-    check.add_argument("--config", required=True)
+    check = sub.add_parser("check", help="validate a configuration and print the chain per event", parents=[common])
+    check.add_argument("--config", required=True, help="gateway.yaml or .json; - reads it from stdin")
+    check.add_argument("--format", choices=["text", "json"], default="text")
+    check.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
     check.set_defaults(func=cmd_check)
 
-    explain = sub.add_parser("explain", help="show routing, rule results and effects for one event")
+    explain = sub.add_parser("explain", help="show routing, rule results and effects for one event", parents=[common])
     explain.add_argument("--config", required=True)
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
     explain.set_defaults(func=cmd_explain)
 
-    policy = sub.add_parser("policy", help="policy-as-code tools")
+    policy = sub.add_parser("policy", help="policy-as-code tools", parents=[common])
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
-    ptest = policy_sub.add_parser("test", help="run the tests: of policy files")
+    ptest = policy_sub.add_parser("test", help="run the tests: of policy files", parents=[common])
     ptest.add_argument("paths", nargs="*", help="policy files or directories (default: policies/)")
     ptest.add_argument("-v", "--verbose", action="store_true", help="also list passing tests")
+    ptest.add_argument("--run", metavar="PATTERN", help="only tests whose name matches this regular expression")
+    ptest.add_argument("--format", choices=["text", "json"], default="text")
+    ptest.add_argument("--coverage", action="store_true", help="list every rule that no test makes fire")
+    ptest.add_argument("--fail-under", type=float, metavar="N", help="exit 1 when under N %% of the rules fire")
     ptest.set_defaults(func=cmd_policy_test)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a file kind (for editors)", parents=[common])
+    schema.add_argument("--kind", choices=["config", "policy", "registration"], default="config")
+    schema.set_defaults(func=cmd_schema)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from gateway.logformat import configure
+
+    configure(args.log_level)
     return int(args.func(args))

@@ -64,6 +64,7 @@ class LogOptions(Model):
     decisions: str = Field("stdout", description="stdout, stderr, off, or a file path (relative to the config).")
     includeContent: bool = Field(False, description="Also log tool inputs and answer texts (never secrets).")
     sampleNoEffect: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of no_effect decisions logged.")
+    format: Literal["text", "json"] = Field("text", description="Format of the gateway's own log lines (stderr).")
 
 
 class MetricsOptions(Model):
