@@ -57,6 +57,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     return _emit(check(args.config, args.format, args.strict, stdin_text))
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from gateway.replay import Options, replay
+
+    options = Options(args.config, Path(args.events), args.baseline, args.call, args.format, args.all)
+    return _emit(replay(options))
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from gateway.schema_cmd import render
 
@@ -210,6 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     ptest.add_argument("--coverage", action="store_true", help="list every rule that no test makes fire")
     ptest.add_argument("--fail-under", type=float, metavar="N", help="exit 1 when under N %% of the rules fire")
     ptest.set_defaults(func=cmd_policy_test)
+
+    replay = sub.add_parser("replay", help="re-decide recorded events with a new configuration", parents=[common])
+    replay.add_argument("--config", required=True, help="the new gateway.yaml")
+    replay.add_argument("--events", required=True, help="log.capture file, or a decision log with includeContent")
+    replay.add_argument("--baseline", metavar="OLD.yaml", help="decide the old outcome with this configuration")
+    replay.add_argument("--call", action="store_true", help="also call remote upstreams (default: assume no effect)")
+    replay.add_argument("--format", choices=["text", "json"], default="text")
+    replay.add_argument("--all", action="store_true", help="list unchanged events too")
+    replay.set_defaults(func=cmd_replay)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a file kind (for editors)", parents=[common])
     schema.add_argument("--kind", choices=["config", "policy", "registration"], default="config")

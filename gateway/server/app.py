@@ -31,6 +31,7 @@ from gateway import _tasks
 from gateway.config.load import ConfigError, LoadedConfig, load
 from gateway.config.models import LocalTransport
 from gateway.dispatch import Engine
+from gateway.observability.capture import Capture, capture_for
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics
 from gateway.observability.sink import Observability
@@ -111,6 +112,7 @@ class GatewayServer:
         self.pool = ClientPool()
         self.holder: RuntimeHolder | None = None
         self.engine: Engine | None = None
+        self.capture: Capture | None = None
         self._app_runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -141,7 +143,10 @@ class GatewayServer:
         self.readiness.config_loaded = True
         holder = self.holder
         cfg = self.loaded.config
-        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
+        self.capture = capture_for(self.loaded)
+        app = build_app(
+            self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes, self.capture
+        )
         self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         engine = self.engine
@@ -251,6 +256,9 @@ class GatewayServer:
         close = getattr(self.telemetry, "close", None)
         if close is not None:
             close()
+        if self.capture is not None:
+            self.capture.close()
+            self.capture = None
 
     async def run_forever(self) -> None:
         loop = asyncio.get_running_loop()

@@ -11,13 +11,16 @@ from collections.abc import Callable
 from aiohttp import web
 
 from gateway.dispatch import Engine
+from gateway.observability.capture import Capture
 from gateway.upstream.http import read_bounded
 
 _JSON = "application/json"
 HARD_BODY_CAP = 64 * 1024 * 1024
 
 
-def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.Application:
+def build_app(
+    engine: Engine, path: str, max_body: Callable[[], int], capture: Capture | None = None
+) -> web.Application:
     app = web.Application(client_max_size=HARD_BODY_CAP)
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -31,6 +34,8 @@ def build_app(engine: Engine, path: str, max_body: Callable[[], int]) -> web.App
         if body is None:
             return web.Response(status=413, text=f"body exceeds {limit} bytes\n")
         status, payload = await engine.handle(body, request.headers)
+        if capture is not None:
+            capture.record(body, request.headers, payload)
         if payload is None:
             return web.Response(status=status)
         return web.Response(status=status, body=payload, content_type=_JSON)
