@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -292,3 +293,38 @@ def test_values_example_file_is_complete() -> None:
     assert values["ingress"]["enabled"] and values["httpRoute"]["enabled"]
     for key in ("namespaceOverride", "commonLabels", "commonAnnotations", "extraVolumes", "initContainers"):
         assert values[key], key
+
+
+# ------------------------------------------------------------------------------------------------
+# The README's five-minute path uses the names the chart renders
+
+
+def test_readme_local_cluster_commands_match_the_chart(helm: Callable[..., Any], tmp_path: Path) -> None:
+    readme = (CHART.parents[1] / "README.md").read_text()
+    section = readme.split("### Five minutes on a local cluster", 1)[1].split("\n## ", 1)[0]
+    result = helm(
+        "template", "gw", CHART, "-n", "ahp", "--set", "image.repository=ahp-gateway", "--set", "image.tag=dev"
+    )
+    assert result.returncode == 0, result.output
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    deployment, service = one(docs, "Deployment"), one(docs, "Service")
+    assert f"deployment/{deployment['metadata']['name']}" in section
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "ahp")
+    assert f"svc/{service['metadata']['name']} 8080:{port}" in section
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "ahp-gateway:dev"
+    assert "docker build -t ahp-gateway:dev ." in section and "helm test gw -n ahp" in section
+    # the docker run line: examples/ mounted at /examples and policies/ at /policies
+    root = CHART.parents[1]
+    line = next(line for line in section.splitlines() if "--config /examples/" in line)
+    config = line.split("--config ", 1)[1].split()[0]
+    layout = tmp_path / "container"
+    shutil.copytree(root / "examples", layout / "examples")
+    shutil.copytree(root / "policies", layout / "policies")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateway", "check", "--strict", "--config", str(layout / config.lstrip("/"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
