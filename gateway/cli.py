@@ -73,6 +73,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     loaded = _load_or_exit(args.config)
+    if loaded.config.log.format == "json":  # the supervisor's lines too, not only the workers'
+        from gateway.logformat import configure
+
+        configure(args.log_level, "json")
     _compile_or_exit(loaded)
     if args.workers > 1:
         port = args.port if args.port is not None else loaded.config.listen.port
@@ -91,10 +95,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if value is not None:
                 child += [flag, str(value)]
         return supervise(child, args.workers)
-    if loaded.config.log.format == "json":
-        from gateway.logformat import configure
-
-        configure(args.log_level, "json")
     for warning in loaded.warnings:
         logging.getLogger("ahp_gateway").warning("%s", warning)
     try:

@@ -269,6 +269,12 @@ def test_replay_rejects_unusable_input_precisely(tmp_path: Path, content: str, n
     (tmp_path / "events.jsonl").write_text(content)
     out = replay("--config", "gateway.yaml", "--events", "events.jsonl", cwd=tmp_path)
     assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
+def test_replay_names_a_missing_events_file(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "shell.yaml").write_text(POLICY)
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(config(tmp_path)))
     missing = replay("--config", "gateway.yaml", "--events", "absent.jsonl", cwd=tmp_path)
     assert missing.returncode == 2 and "cannot read absent.jsonl" in missing.stderr
 
