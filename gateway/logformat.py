@@ -32,12 +32,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+_installed: list[logging.Handler] = []
+
+
 def configure(level: str, fmt: str = "text") -> None:
-    """(Re)configure the root logger: one stderr handler in the chosen format."""
+    """(Re)configure the root logger with one stderr handler in the chosen format; only a handler
+    installed here is replaced (handlers of an embedding program or a test runner are kept)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
+    while _installed:
+        root.removeHandler(_installed.pop())
     root.addHandler(handler)
+    _installed.append(handler)
     root.setLevel(level)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import select
 import shutil
@@ -378,3 +379,19 @@ def test_shipped_policy_library_is_fully_covered() -> None:
     out = cli("policy", "test", "policies", "--fail-under", "100", cwd=ROOT)
     assert out.returncode == 0, out.stdout[-2000:]
     assert "rules fired (100.0%)" in out.stdout
+
+
+def test_json_log_lines_carry_extra_fields_and_exceptions() -> None:
+    from gateway.logformat import JsonFormatter
+
+    logger = logging.getLogger("ahp_gateway.test")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logger.makeRecord(
+            "ahp_gateway.test", logging.ERROR, __file__, 1, "failed %s", ("x",), sys.exc_info(), extra={"hook": "h"}
+        )
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "failed x" and line["hook"] == "h" and line["level"] == "ERROR"
+    assert line["exception"].startswith("Traceback") and "ValueError: boom" in line["exception"]
+    assert line["time"].endswith("Z") and "\n" not in JsonFormatter().format(record)
