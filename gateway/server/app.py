@@ -112,7 +112,8 @@ class GatewayServer:
         self.pool = ClientPool()
         self.holder: RuntimeHolder | None = None
         self.engine: Engine | None = None
-        self.capture: Capture | None = None
+        self.recording: Capture | None = None
+        """log.capture: the intercepts received, for replay (None when off)."""
         self._app_runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -143,9 +144,9 @@ class GatewayServer:
         self.readiness.config_loaded = True
         holder = self.holder
         cfg = self.loaded.config
-        self.capture = capture_for(self.loaded)
+        self.recording = capture_for(self.loaded)
         app = build_app(
-            self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes, self.capture
+            self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes, self.recording
         )
         self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
@@ -256,9 +257,9 @@ class GatewayServer:
         close = getattr(self.telemetry, "close", None)
         if close is not None:
             close()
-        if self.capture is not None:
-            self.capture.close()
-            self.capture = None
+        if self.recording is not None:
+            self.recording.close()
+            self.recording = None
 
     async def run_forever(self) -> None:
         loop = asyncio.get_running_loop()

@@ -498,6 +498,7 @@ async def test_every_alert_signal_returns_data(live: Live, promql: Any) -> None:
     """Each alert's expression without its threshold (the left side of the top-level comparison)
     must select series of the live gateway: a typo or a renamed metric would make it silent."""
     exported = sample_names(await live.metrics_text()) | recorded_names()
+    await recorded_series(live)  # burn-rate alerts read recorded series
     problems = []
     for rule in alert_rules():
         ast = promql.parse(rule["expr"])
@@ -512,15 +513,22 @@ async def test_every_alert_signal_returns_data(live: Live, promql: Any) -> None:
     assert not problems, "\n".join(problems)
 
 
-async def test_slo_recording_rules_record_the_live_traffic(live: Live) -> None:
-    """Both SLO error ratios exist for the scraped job; the availability one is the share of
-    intercepts answered with an error (2 of 14 or more per round, never none)."""
+async def recorded_series(live: Live) -> list[Any]:
+    """Every recording rule's series, once Prometheus has evaluated them all (it evaluates rule
+    groups on their own schedule, so right after the scrapes they may not exist yet)."""
 
     async def recorded() -> list[Any] | None:
         found = [await live.query(rule["record"]) for rule in recording_rules()]
         return found if all(found) else None
 
-    results = await live.until("every SLO recording rule has a value", recorded)
+    result: list[Any] = await live.until("every SLO recording rule has a value", recorded)
+    return result
+
+
+async def test_slo_recording_rules_record_the_live_traffic(live: Live) -> None:
+    """Both SLO error ratios exist for the scraped job; the availability one is the share of
+    intercepts answered with an error (2 of 14 or more per round, never none)."""
+    results = await recorded_series(live)
     for rule, series in zip(recording_rules(), results, strict=True):
         assert [s["metric"] for s in series] == [
             {"__name__": rule["record"], "namespace": SCRAPE_NAMESPACE, "job": SCRAPE_JOB}
