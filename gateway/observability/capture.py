@@ -63,6 +63,8 @@ class Capture:
             self._queue.put_nowait((time.time(), kept, body, response))
         except queue.Full:
             self.dropped += 1
+            if self.dropped % 1000 == 1:
+                log.warning("capture: writer behind, %d request(s) not recorded so far", self.dropped)
 
     def _open(self) -> IO[bytes]:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # owner only: sensitive
