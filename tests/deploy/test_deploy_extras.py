@@ -240,8 +240,17 @@ def test_guards_for_routes(template: Template, sets: list[str], needle: str) -> 
         ["initContainers[0].name=x"],
         ["namespaceOverride=Not_A_Namespace"],
         ["ingress.enabeld=true"],
+        ['prometheusRule.selector=job="x"} or vector(1) or up{a="b"'],
     ],
-    ids=["relative-path", "bad-path-type", "parent-without-name", "init-without-image", "bad-namespace", "typo"],
+    ids=[
+        "relative-path",
+        "bad-path-type",
+        "parent-without-name",
+        "init-without-image",
+        "bad-namespace",
+        "typo",
+        "selector-breaks-out-of-braces",
+    ],
 )
 def test_schema_rejects_bad_extras(template: Template, sets: list[str]) -> None:
     result = template(sets=sets)
