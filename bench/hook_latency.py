@@ -134,29 +134,33 @@ def process_latency(runs: int) -> list[str]:
 
 async def _endpoint_overhead(calls: int) -> list[str]:
     from gateway.config.load import load
-    from gateway.dispatch import Engine
     from gateway.native import flow
     from gateway.native.endpoint import handle_native
+    from gateway.pipeline.gateway import Gateway
     from gateway.runtime import RuntimeHolder, build
     from gateway.upstream.http import ClientPool
 
     loaded = load(None)
-    engine = Engine(RuntimeHolder(build(loaded, ClientPool())))
-    engine.start()
+    gateway = Gateway(RuntimeHolder(build(loaded, ClientPool())))
+    gateway.start()
     raw = json.dumps(PAYLOAD).encode()
     prepared = flow.prepare(flow.codec_for("claude-code"), raw, None, "deny")
     assert prepared.body is not None
     ahp_body = prepared.body
     headers = {"Content-Type": "application/json"}
 
+    async def decide(body: bytes, hdrs: dict[str, str]) -> tuple[int, bytes | None]:
+        answer = await gateway.handle(body, hdrs)
+        return (202, None) if answer is None else (200, answer)
+
     async def ahp() -> None:
-        await engine.handle(ahp_body, headers)
+        await gateway.handle(ahp_body, headers)
 
     async def native() -> None:
-        await handle_native("claude-code", raw, headers, engine.handle)
+        await handle_native("claude-code", raw, headers, decide)
 
     samples: dict[str, list[float]] = {
-        "AHP request (Engine.handle)": [],
+        "AHP request (Gateway.handle)": [],
         "native /native/claude-code (handle_native)": [],
     }
     for _ in range(200):
@@ -164,13 +168,13 @@ async def _endpoint_overhead(calls: int) -> list[str]:
         await native()
     for _ in range(calls):  # interleaved so drift affects both alike
         for name, call in (
-            ("AHP request (Engine.handle)", ahp),
+            ("AHP request (Gateway.handle)", ahp),
             ("native /native/claude-code (handle_native)", native),
         ):
             started = time.perf_counter()
             await call()
             samples[name].append((time.perf_counter() - started) * 1000)
-    await engine.aclose()
+    await gateway.aclose()
     a, n = samples.values()
     added = statistics.median(n) - statistics.median(a)
     lines = ["| in process | calls | p50 ms | p90 ms | p99 ms | min ms | max ms |", "|---|---|---|---|---|---|---|"]

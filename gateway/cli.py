@@ -1,5 +1,5 @@
-"""``ahp-gateway``: serve | stdio | check | explain | policy test | hook. The only module that prints
-or exits.
+"""``ahp-gateway``: serve | stdio | check | explain | policy test | schema | replay | hook. The only
+module that prints or exits; each command's logic lives in its own module.
 
 ``hook`` runs once per native tool call, so it is dispatched before anything heavy is imported
 (its logic lives in :mod:`gateway.native.command`)."""
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from gateway.config.load import LoadedConfig
 
 # argparse, logging, pathlib and the config stack are imported where used: `hook` must start fast.
+
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -54,63 +56,33 @@ def _compile_or_exit(loaded: LoadedConfig) -> object:
         raise SystemExit(1) from None
 
 
+def _emit(outcome: Any) -> int:
+    sys.stdout.write(outcome.stdout)
+    sys.stderr.write(outcome.stderr)
+    return int(outcome.code)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    loaded = _load_or_exit(args.config)
-    snapshot = _compile_or_exit(loaded)
-    from gateway.runtime import RuntimeConfig
+    from gateway.check_cmd import check
 
-    assert isinstance(snapshot, RuntimeConfig)
-    print(summary(loaded, snapshot))
+    stdin_text = sys.stdin.read() if args.config == "-" else None
+    return _emit(check(args.config, args.format, args.strict, stdin_text))
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gateway.replay import Options, replay
+
+    options = Options(args.config, Path(args.events), args.baseline, args.call, args.format, args.all)
+    return _emit(replay(options))
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from gateway.schema_cmd import render
+
+    sys.stdout.write(render(args.kind))
     return 0
-
-
-def summary(loaded: LoadedConfig, snap: object) -> str:
-    from gateway.runtime import Route, RuntimeConfig
-
-    assert isinstance(snap, RuntimeConfig)
-    cfg = loaded.config
-    lines = [
-        f"OK {loaded.path.name}: id {cfg.id}, protocol {', '.join(cfg.protocolVersions)}, "
-        f"fanout {cfg.fanout}, deadline {cfg.limits.deadlineMs} ms",
-    ]
-    lines.extend(f"warning: {warning}" for warning in loaded.warnings)
-    from gateway.inbound.gate import describe as describe_inbound
-
-    lines.append(describe_inbound(cfg))
-    if cfg.uploads is not None:
-        lines.append(
-            f"uploads: receiver at {cfg.uploads.path}, at most {cfg.uploads.maxBytes} bytes each, "
-            f"{cfg.uploads.storage.totalBytes} bytes stored in total for {cfg.uploads.storage.ttlSeconds:g} s"
-        )
-
-    def describe(route: Route) -> str:
-        when = " [when]" if route.when else ""
-        if route.mode == "observe":
-            return f"{route.hook_id}{when}"
-        policy = "fail-closed" if route.fail_closed else "fail-open"
-        return f"{route.hook_id} ({route.upstream.kind}, {route.timeout * 1000:.0f} ms, {policy}){when}"
-
-    def grouped(table: dict[str, tuple[Route, ...]], label: str) -> None:
-        groups: dict[str, list[str]] = {}
-        for event, routes in table.items():
-            text = " -> ".join(describe(r) for r in routes)
-            groups.setdefault(text, []).append(event)
-        if not groups:
-            return
-        lines.append(label)
-        for text, events in groups.items():
-            lines.append(f"  {', '.join(events)}:")
-            lines.append(f"      {text}")
-
-    grouped(dict(snap.intercept_routes), "intercept chains (in order):")
-    grouped(dict(snap.shadow_routes), "shadow (called concurrently, never decide):")
-    observers = {e: tuple(r for r in rs if r.mode == "observe") for e, rs in snap.observe_routes.items()}
-    grouped({e: rs for e, rs in observers.items() if rs}, "observers:")
-    lines.append(
-        f"register the gateway in harnesses with timeoutMs {cfg.frontend_timeout_ms} and failurePolicy "
-        f"{cfg.frontend.failurePolicy}, in both intercept and observe mode"
-    )
-    return "\n".join(lines)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -118,6 +90,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     loaded = _load_or_exit(args.config)
+    if loaded.config.log.format == "json":  # the supervisor's lines too, not only the workers'
+        from gateway.logformat import configure
+
+        configure(args.log_level, "json")
     _compile_or_exit(loaded)
     if args.workers > 1:
         port = args.port if args.port is not None else loaded.config.listen.port
@@ -159,8 +135,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         await server.run_forever()
 
+    from gateway.config.issues import ConfigError
+
     cfg_id = loaded.config.id
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:  # found while starting (inbound tokens, listener exposure)
+        _print_issues(exc.issues)
+        return 1
     return 0
 
 
@@ -186,32 +168,11 @@ def cmd_hook(args: argparse.Namespace) -> int:
 def cmd_policy_test(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from gateway.policy.cases import run
-    from gateway.policy.library import PolicyError
+    from gateway.policy.report import Options, policy_test
 
     paths = [Path(p) for p in (args.paths or ["policies"])]
-    try:
-        results = run(paths)
-    except PolicyError as exc:
-        _print_issues(exc.issues)
-        return 1
-    current: Path | None = None
-    for result in results:
-        if result.file != current:
-            current = result.file
-            print(str(result.file))
-        if result.passed:
-            if args.verbose:
-                print(f"  ok    {result.name}")
-            continue
-        print(f"  FAIL  {result.name}")
-        if result.error:
-            print(f"        error:    {result.error}")
-        print(f"        expected: {json.dumps(result.expected, ensure_ascii=False)}")
-        print(f"        actual:   {json.dumps(result.actual, ensure_ascii=False)}")
-    failed = sum(not r.passed for r in results)
-    print(f"{len(results) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    options = Options(paths, args.run, args.format, args.verbose, args.coverage, args.fail_under)
+    return _emit(policy_test(options))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -274,10 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
     parser.add_argument("--version", action="version", version=f"ahp-gateway {gateway.__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
     sub = parser.add_subparsers(dest="command", required=True)
+    # --log-level is also accepted after the subcommand (it only overrides when given there)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, type=str.upper, choices=LOG_LEVELS)
 
-    serve = sub.add_parser("serve", help="run the gateway")
+    serve = sub.add_parser("serve", help="run the gateway", parents=[common])
     serve.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     serve.add_argument("--host", help="override listen.host")
     serve.add_argument("--port", type=int, help="override listen.port")
@@ -286,17 +250,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
-    stdio = sub.add_parser("stdio", help="serve AHP over stdin/stdout (one stdio backend for a harness)")
+    stdio = sub.add_parser(
+        "stdio", help="serve AHP over stdin/stdout (one stdio backend for a harness)", parents=[common]
+    )
     stdio.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     stdio.add_argument("--admin-port", type=int, help="also serve /healthz /readyz /metrics on this port")
     stdio.add_argument("--per-event", action="store_true", help="serve one message, then exit (no EOF needed)")
     stdio.set_defaults(func=cmd_stdio)
 
-    check = sub.add_parser("check", help="validate a configuration and print the chain per event")
-    check.add_argument("--config", required=True)
+    check = sub.add_parser("check", help="validate a configuration and print the chain per event", parents=[common])
+    check.add_argument("--config", required=True, help="gateway.yaml or .json; - reads it from stdin")
+    check.add_argument("--format", choices=["text", "json"], default="text")
+    check.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
     check.set_defaults(func=cmd_check)
 
-    explain = sub.add_parser("explain", help="show routing, rule results and effects for one event")
+    explain = sub.add_parser("explain", help="show routing, rule results and effects for one event", parents=[common])
     explain.add_argument("--config", required=True)
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
@@ -310,12 +278,29 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("hook_args", nargs=argparse.REMAINDER, help="see `ahp-gateway hook --help`")
     hook.set_defaults(func=cmd_hook)
 
-    policy = sub.add_parser("policy", help="policy-as-code tools")
+    policy = sub.add_parser("policy", help="policy-as-code tools", parents=[common])
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
-    ptest = policy_sub.add_parser("test", help="run the tests: of policy files")
+    ptest = policy_sub.add_parser("test", help="run the tests: of policy files", parents=[common])
     ptest.add_argument("paths", nargs="*", help="policy files or directories (default: policies/)")
     ptest.add_argument("-v", "--verbose", action="store_true", help="also list passing tests")
+    ptest.add_argument("--run", metavar="PATTERN", help="only tests whose name matches this regular expression")
+    ptest.add_argument("--format", choices=["text", "json"], default="text")
+    ptest.add_argument("--coverage", action="store_true", help="list every rule that no test makes fire")
+    ptest.add_argument("--fail-under", type=float, metavar="N", help="exit 1 when under N %% of the rules fire")
     ptest.set_defaults(func=cmd_policy_test)
+
+    replay = sub.add_parser("replay", help="re-decide recorded events with a new configuration", parents=[common])
+    replay.add_argument("--config", required=True, help="the new gateway.yaml")
+    replay.add_argument("--events", required=True, help="log.capture file, or a decision log with includeContent")
+    replay.add_argument("--baseline", metavar="OLD.yaml", help="decide the old outcome with this configuration")
+    replay.add_argument("--call", action="store_true", help="also call remote upstreams (default: assume no effect)")
+    replay.add_argument("--format", choices=["text", "json"], default="text")
+    replay.add_argument("--all", action="store_true", help="list unchanged events too")
+    replay.set_defaults(func=cmd_replay)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a file kind (for editors)", parents=[common])
+    schema.add_argument("--kind", choices=["config", "policy", "registration"], default="config")
+    schema.set_defaults(func=cmd_schema)
     return parser
 
 
@@ -325,11 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.native.command import main as hook_main
 
         return hook_main(args_list[1:])
-    import logging
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from gateway.logformat import configure
+
+    configure(args.log_level)
     return int(args.func(args))

@@ -46,9 +46,9 @@ class LoadedConfig:
 class _Source:
     """A parsed file and its YAML node tree, to turn JSON paths into line numbers."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, text: str | None = None) -> None:
         self.path = path
-        self.text = path.read_text(encoding="utf-8")
+        self.text = path.read_text(encoding="utf-8") if text is None else text
         self.data: Any = yaml.safe_load(self.text)
         self._node: Any = None
 
@@ -74,9 +74,9 @@ class _Source:
         return int(found.start_mark.line) + 1 if found is not None else None
 
 
-def _read(path: Path, issues: list[Issue]) -> _Source | None:
+def _read(path: Path, issues: list[Issue], text: str | None = None) -> _Source | None:
     try:
-        return _Source(path)
+        return _Source(path, text)
     except FileNotFoundError:
         issues.append(Issue(str(path), "$", "file not found"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -261,12 +261,14 @@ def _semantic(
     return errors, warnings
 
 
-def load(path: Path | None = None) -> LoadedConfig:
-    """Load, validate and cross-check; raise :class:`ConfigError` with every problem found."""
+def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
+    """Load, validate and cross-check; raise :class:`ConfigError` with every problem found.
+    ``text``: the configuration itself (e.g. read from stdin); ``path`` then only names it and
+    anchors its relative paths."""
     # absolute, but symlinks unresolved: a Kubernetes ConfigMap swaps its ..data link on update
     path = Path(os.path.abspath(path or DEFAULT_CONFIG))
     issues: list[Issue] = []
-    source = _read(path, issues)
+    source = _read(path, issues, text)
     if source is None:
         raise ConfigError(issues)
     if not isinstance(source.data, dict):

@@ -73,6 +73,14 @@ class LogOptions(Model):
     decisions: str = Field("stdout", description="stdout, stderr, off, or a file path (relative to the config).")
     includeContent: bool = Field(False, description="Also log tool inputs and answer texts (never secrets).")
     sampleNoEffect: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of no_effect decisions logged.")
+    format: Literal["text", "json"] = Field("text", description="Format of the gateway's own log lines (stderr).")
+    capture: str | None = Field(
+        None,
+        description="Record every hooks/intercept request and answer as JSON lines for `ahp-gateway replay` "
+        "(a path relative to the config). SENSITIVE: full tool inputs. Off by default.",
+    )
+    captureMaxBytes: int = Field(64 * 1024 * 1024, ge=4096, description="Rotate the capture file at this size.")
+    captureFiles: int = Field(3, ge=1, le=100, description="Capture files kept, the current one included.")
 
 
 class MetricsOptions(Model):

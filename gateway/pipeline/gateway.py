@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gateway.observability.capture import Capture
 from gateway.pipeline import frontend
 from gateway.pipeline.intercept import Intercepts, cel_error_sink
 from gateway.pipeline.observe import Observer
@@ -39,11 +40,17 @@ class Handler(Protocol):
 
 class Gateway:
     def __init__(
-        self, holder: RuntimeHolder, telemetry: Telemetry | None = None, uploads: Forwarder | None = None
+        self,
+        holder: RuntimeHolder,
+        telemetry: Telemetry | None = None,
+        uploads: Forwarder | None = None,
+        capture: Capture | None = None,
     ) -> None:
         """``uploads``: per-upstream re-upload of attachments (README, "Uploads"), when the
-        gateway runs an upload receiver."""
+        gateway runs an upload receiver; ``capture``: ``log.capture``, the intercepts received
+        with their answers, for ``ahp-gateway replay``."""
         self.holder = holder
+        self.capture = capture
         self.telemetry: Telemetry = telemetry or NullTelemetry()
         cfg = holder.current.loaded.config
         self.shadows = Shadows(self.telemetry)
@@ -76,8 +83,12 @@ class Gateway:
     ) -> bytes | None:
         """One harness message; the answer, or None for a notification (never answered)."""
         if maybe_v01(body) and v01.VERSION in self.holder.current.versions:
-            return await self._bridge.handle(body, headers, principal)
-        return await self.handle_draft(body, headers, principal)
+            answer = await self._bridge.handle(body, headers, principal)
+        else:
+            answer = await self.handle_draft(body, headers, principal)
+        if self.capture is not None:
+            self.capture.record(body, headers, answer)
+        return answer
 
     async def handle_draft(
         self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None

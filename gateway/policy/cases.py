@@ -8,7 +8,7 @@ required tool-call fields get defaults, then the event is validated against the 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,8 @@ class CaseResult:
     expected: list[dict[str, Any]]
     actual: list[dict[str, Any]] | None
     error: str | None = None
+    fired: tuple[str, ...] = ()
+    """Ids of the rules whose condition was true in this test (for ``--coverage``)."""
 
 
 def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file: Path) -> CaseResult:
@@ -107,21 +109,34 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
     )
     if case.facts is not None and not subset(case.facts, activation.values["facts"]):
         return CaseResult(file, case.name, False, case.expect, None, f"facts differ: {activation.values['facts']!r}")
-    result = library.evaluate(event["type"], activation, caps)
+    result = library.evaluate(event["type"], activation, caps, trace=True)
+    fired = tuple(entry.rule for entry in result.trace if entry.result is True)
     if result.error is not None:
         return CaseResult(
-            file, case.name, False, case.expect, result.effects, f"rule {result.error.rule}: {result.error.result}"
+            file,
+            case.name,
+            False,
+            case.expect,
+            result.effects,
+            f"rule {result.error.rule}: {result.error.result}",
+            fired,
         )
-    return CaseResult(file, case.name, subset(case.expect, result.effects), case.expect, result.effects)
+    return CaseResult(file, case.name, subset(case.expect, result.effects), case.expect, result.effects, None, fired)
 
 
-def run(paths: Sequence[Path], engine: Engine | None = None) -> list[CaseResult]:
-    """Every test of every policy file under ``paths``; raises PolicyError on a broken file."""
-    engine = engine or Engine()
-    library = load_policies(paths, engine)
+def run(
+    paths: Sequence[Path], engine: Engine | None = None, select: Callable[[CaseSpec], bool] | None = None
+) -> list[CaseResult]:
+    """Every test (or every ``select``-ed test) of every policy file under ``paths``; raises
+    PolicyError on a broken file."""
+    return run_library(load_policies(paths, engine := engine or Engine()), engine, select)
+
+
+def run_library(library: Library, engine: Engine, select: Callable[[CaseSpec], bool] | None = None) -> list[CaseResult]:
     results: list[CaseResult] = []
     for policy_file in library.files:
         single = library_of([policy_file], engine)
         for index, case in enumerate(policy_file.spec.tests):
-            results.append(run_case(single, case, index, engine, policy_file.path))
+            if select is None or select(case):
+                results.append(run_case(single, case, index, engine, policy_file.path))
     return results

@@ -31,6 +31,7 @@ from gateway import _tasks
 from gateway.config.issues import ConfigError
 from gateway.config.load import LoadedConfig, load
 from gateway.config.models import LocalTransport
+from gateway.observability.capture import Capture, capture_for
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics
 from gateway.observability.sink import Observability
@@ -115,6 +116,8 @@ class GatewayServer:
         self.holder: RuntimeHolder | None = None
         self.gateway: Gateway | None = None
         self.guard: Guard | None = None
+        self.recording: Capture | None = None
+        """log.capture: the intercepts received, for replay (None when off)."""
         self._app_runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -143,7 +146,8 @@ class GatewayServer:
         cfg = self.loaded.config
         metrics_ = self.observability.metrics if self.observability is not None else None
         self.guard = build_guard(cfg, self.loaded.base_dir, self.host, metrics_)
-        self.gateway = Gateway(holder, self.telemetry, uploads=self.guard.forwarder)
+        self.recording = capture_for(self.loaded)
+        self.gateway = Gateway(holder, self.telemetry, uploads=self.guard.forwarder, capture=self.recording)
         self.gateway.start()
         self._preregister(snapshot)
         self.readiness.config_loaded = True
@@ -267,6 +271,9 @@ class GatewayServer:
         close = getattr(self.telemetry, "close", None)
         if close is not None:
             close()
+        if self.recording is not None:
+            self.recording.close()
+            self.recording = None
 
     async def run_forever(self) -> None:
         loop = asyncio.get_running_loop()

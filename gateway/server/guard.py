@@ -208,7 +208,12 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
         def on_outcome(hook: str, outcome: str) -> None:
             metrics.child(metrics.upstream_uploads, hook, outcome).inc()
 
-    gate = Gate(cfg, base, on_refusal=on_refusal)
+    from gateway.inbound.bearer import TokenFileError
+
+    try:
+        gate = Gate(cfg, base, on_refusal=on_refusal)
+    except TokenFileError as exc:  # a broken tokens file at start: a clean error, never a traceback
+        raise ConfigError([Issue("inbound", "$.inbound.auth.tokensFile", str(exc))]) from None
     store = None
     forwarder = None
     limit = 0

@@ -30,13 +30,24 @@ README = GRAFANA / "README.md"
 SCRAPE_JOB = "ahp-gateway"
 """Job name used for the gateway in the live Prometheus (the chart's ServiceMonitor gives the same)."""
 
+SCRAPE_NAMESPACE = "ahp"
+"""``namespace`` target label the live Prometheus adds (the Prometheus Operator sets it in a cluster)."""
+
+FILE_SELECTOR = 'job=~".*ahp-gateway.*"'
+"""The gateway matcher in every rule of alerts.yaml (the Helm chart replaces it with its release's)."""
+
 NOT_FROM_THE_GATEWAY = frozenset({"up"})
 """Series Prometheus itself writes for every scrape target; the only non-gateway names allowed."""
+
+PROCESS_METRICS = frozenset({"process_cpu_seconds_total", "process_resident_memory_bytes"})
+"""prometheus-client's process collector names, which the CPU and memory panels read."""
+
+RUNBOOK_BASE = "https://github.com/ahp-gateway/ahp-gateway/blob/main/grafana/README.md#"
 
 GRAFANA_BUILTINS = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
-SET_OPERATORS = frozenset({"and", "unless"})
+SET_OPERATORS = frozenset({"and", "unless", "or"})
 INSTALL_HINT = "apt-get install -y --no-install-recommends prometheus  (Debian 12 package, 2.42: promtool + server)"
 
 
@@ -86,9 +97,21 @@ def dashboard() -> dict[str, Any]:
     return data
 
 
-def alert_rules() -> list[dict[str, Any]]:
+def all_rules() -> list[dict[str, Any]]:
     doc = yaml.safe_load(ALERTS.read_text())
     return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for rule in all_rules() if "alert" in rule]
+
+
+def recording_rules() -> list[dict[str, Any]]:
+    return [rule for rule in all_rules() if "record" in rule]
+
+
+def recorded_names() -> set[str]:
+    return {rule["record"] for rule in recording_rules()}
 
 
 def panels(dash: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
@@ -161,7 +184,8 @@ def metric_names(promql: Any, ast: Any) -> set[str]:
 
 def strip_threshold(promql: Any, ast: Any) -> Any:
     """The signal an alert compares: the left side of the top-level comparison (``x > 0.1`` ->
-    ``x``); through ``and``/``unless`` guards and parentheses; ``absent(x == 1)`` -> ``x``."""
+    ``x``); through ``and``/``unless``/``or`` and parentheses (the first window of a multi-window
+    burn-rate alert); ``absent(x == 1)`` -> ``x``."""
     while True:
         if isinstance(ast, promql.ParenExpr):
             ast = ast.expr

@@ -17,15 +17,21 @@ from tests.observability.conftest import (
     ALERTS,
     ALERTS_TEST,
     DASHBOARD,
+    FILE_SELECTOR,
     NOT_FROM_THE_GATEWAY,
+    PROCESS_METRICS,
     README,
+    RUNBOOK_BASE,
     SCRAPE_JOB,
     alert_rules,
+    all_rules,
     dashboard,
     dashboard_queries,
     metric_names,
     missing_tool,
     panels,
+    recorded_names,
+    recording_rules,
     strip_threshold,
     substitute,
     variable_selectors,
@@ -38,9 +44,10 @@ ROW_TITLES = [
     "Upstreams",
     "Observe (hooks/observe)",
     "Configuration and build",
+    "Resources",
 ]
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-OFFLINE_VALUES = {"job": SCRAPE_JOB, "instance": ".+", "upstream": ".+", "datasource": "prometheus"}
+OFFLINE_VALUES = {"namespace": ".*", "job": SCRAPE_JOB, "instance": ".+", "upstream": ".+", "datasource": "prometheus"}
 RANGE_FUNCTIONS = re.compile(r"\b(rate|irate|increase|delta|deriv|\w+_over_time)\(")
 SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count", "_created")}
 
@@ -74,7 +81,7 @@ def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 def test_promtool_check_rules(promtool: str) -> None:
     proc = run([promtool, "check", "rules", str(ALERTS)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"SUCCESS: {len(alert_rules())} rules found" in proc.stdout
+    assert f"SUCCESS: {len(all_rules())} rules found" in proc.stdout
 
 
 def test_promtool_test_rules(promtool: str) -> None:
@@ -82,18 +89,76 @@ def test_promtool_test_rules(promtool: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a Markdown heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def readme_anchors() -> set[str]:
+    return {github_anchor(m[1]) for m in re.finditer(r"^#{1,6} (.+)$", README.read_text(), re.MULTILINE)}
+
+
 def test_alert_rules_are_complete() -> None:
     rules = alert_rules()
     names = [r["alert"] for r in rules]
     assert len(names) == len(set(names)), "alert names must be unique"
+    anchors = readme_anchors()
     for rule in rules:
         assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}, rule["alert"]
         assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, rule["alert"]
-        assert set(rule["annotations"]) == {"summary", "description", "runbook"}, rule["alert"]
+        assert set(rule["annotations"]) == {"summary", "description", "runbook", "runbook_url"}, rule["alert"]
         assert f'"{rule["alert"]}"' in rule["annotations"]["runbook"], (
             f"{rule['alert']}: runbook must name its README section"
         )
+        url = rule["annotations"]["runbook_url"]
+        assert url == RUNBOOK_BASE + rule["alert"].lower(), f"{rule['alert']}: runbook_url {url}"
+        assert url.split("#", 1)[1] in anchors, f"{rule['alert']}: grafana/README.md has no section #{url}"
+
+
+def test_recording_rules_follow_the_naming_convention() -> None:
+    """level:metric:operations, one record per SLO and window, aggregated by the release labels."""
+    records = recording_rules()
+    assert records, "no SLO recording rules"
+    for rule in records:
+        assert set(rule) == {"record", "expr"}, rule["record"]
+        assert re.fullmatch(r"ahp_gateway:slo_\w+:ratio_rate\d+[mhd]", rule["record"]), rule["record"]
+        assert "sum by (namespace, job, service)" in rule["expr"], rule["record"]
+    windows = {r["record"].rsplit("_rate", 1)[1] for r in records}
+    for slo in ("availability_errors", "overhead_slow"):
+        assert {r["record"].rsplit("_rate", 1)[1] for r in records if f":slo_{slo}:" in r["record"]} == windows
+
+
+def test_every_rule_selects_the_gateway_by_the_replaceable_matcher(promql: Any) -> None:
+    """The chart swaps FILE_SELECTOR for its release's matcher: a selector without it would not be
+    scoped to the release (and would alert on other releases' series)."""
+    for rule in all_rules():
+        name = rule.get("alert") or rule["record"]
+        ast = promql.parse(rule["expr"])
+        selectors: list[Any] = []
+        promql.walk(ast, lambda node: selectors.append(node) if isinstance(node, promql.VectorSelector) else None)
+        assert selectors, name
+        assert rule["expr"].count(FILE_SELECTOR) == len(selectors), f"{name}: a selector lacks {FILE_SELECTOR}"
+
+
+def test_burn_rate_alerts_pair_long_and_short_windows() -> None:
+    burn = [r for r in alert_rules() if r["alert"].endswith("Burn")]
+    assert {r["alert"] for r in burn} == {
+        "AHPGatewayAvailabilityFastBurn",
+        "AHPGatewayAvailabilitySlowBurn",
+        "AHPGatewayOverheadFastBurn",
+        "AHPGatewayOverheadSlowBurn",
+    }
+    pairs = re.compile(
+        r"ratio_rate(\w+)\{[^}]*\} > \(([\d.]+) \* ([\d.]+)\)\s+and\s+\S+ratio_rate(\w+)\{[^}]*\} > \(([\d.]+) \* ([\d.]+)\)"
+    )
+    expected = {"Fast": [("1h", "14.4", "5m"), ("6h", "6", "30m")], "Slow": [("1d", "3", "2h"), ("3d", "1", "6h")]}
+    for rule in burn:
+        found = pairs.findall(rule["expr"])
+        speed = "Fast" if "Fast" in rule["alert"] else "Slow"
+        assert [(f[0], f[1], f[3]) for f in found] == expected[speed], rule["alert"]
+        budget = "0.001" if "Availability" in rule["alert"] else "0.01"
+        assert all(f[1] == f[4] and f[2] == f[5] == budget for f in found), rule["alert"]
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
@@ -113,7 +178,10 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
 
 
 def test_alert_expressions_parse_and_use_defined_metrics(promql: Any) -> None:
-    defined = defined_sample_names() | NOT_FROM_THE_GATEWAY
+    defined = defined_sample_names() | NOT_FROM_THE_GATEWAY | recorded_names()
+    for rule in recording_rules():
+        unknown = metric_names(promql, promql.parse(rule["expr"])) - defined_sample_names()
+        assert not unknown, f"{rule['record']}: metrics the gateway does not define: {sorted(unknown)}"
     for rule in alert_rules():
         ast = promql.parse(rule["expr"])
         unknown = metric_names(promql, ast) - defined
@@ -132,7 +200,9 @@ def test_dashboard_structure() -> None:
     assert dash["schemaVersion"] >= 39, "Grafana 11 dashboards use schemaVersion 39 or later"
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-    assert variables["job"]["query"] == "label_values(ahp_gateway_build_info, job)"
+    assert variables["namespace"]["query"] == "label_values(ahp_gateway_build_info, namespace)"
+    assert variables["namespace"]["allValue"] == ".*", "All must also match series without a namespace label"
+    assert variables["job"]["query"] == 'label_values(ahp_gateway_build_info{namespace=~"$namespace"}, job)'
     assert "instance" in variables
     rows = [p["title"] for p in dash["panels"] if p["type"] == "row"]
     assert rows == ROW_TITLES
@@ -188,8 +258,19 @@ def test_dashboard_covers_the_on_call_questions() -> None:
         "ahp_gateway_config_reloads_total",
         "time() - max by (instance) (ahp_gateway_config_last_success_timestamp_seconds",
         "ahp_gateway_build_info",
+        "sum by (instance) (rate(process_cpu_seconds_total{",
+        "sum by (instance) (process_resident_memory_bytes{",
     ]:
         assert needed in exprs, f"no panel queries {needed!r}"
+
+
+def test_dashboard_filters_every_query_by_namespace_and_job() -> None:
+    """Releases in different namespaces (or several jobs) are never mixed in one panel."""
+    for query in dashboard_queries():
+        assert 'namespace=~"$namespace", job=~"$job"' in query.expr, query.where
+    for name, selector, _label in variable_selectors():
+        if name not in ("namespace",):
+            assert 'namespace=~"$namespace"' in selector, f"variable {name}"
 
 
 def test_dashboard_rates_use_the_rate_interval() -> None:
@@ -202,7 +283,7 @@ def test_dashboard_rates_use_the_rate_interval() -> None:
 
 
 def test_dashboard_promql_parses_and_uses_defined_metrics(promql: Any) -> None:
-    defined = defined_sample_names() | NOT_FROM_THE_GATEWAY
+    defined = defined_sample_names() | NOT_FROM_THE_GATEWAY | PROCESS_METRICS
     problems = []
     for query in dashboard_queries():
         try:

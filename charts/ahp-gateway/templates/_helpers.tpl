@@ -190,3 +190,55 @@ extraVolumeMounts). Fails the render with the hook id otherwise.
 {{- $auth := default (dict) .Values.inboundAuth }}
 {{- if and (not $cfg.inbound) (eq (default "bearer" $auth.type) "bearer") }}true{{ else }}false{{ end }}
 {{- end }}
+
+{{/* Namespace of every namespaced object: namespaceOverride, else the release namespace. */}}
+{{- define "ahp-gateway.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+An `annotations:` block for top-level metadata (starts with its own newline, indented 2): commonAnnotations with the object's own annotations (extra)
+over them; nothing when both are empty. Call: include ... (dict "ctx" $ "extra" .Values.x.annotations).
+*/}}
+{{- define "ahp-gateway.metadataAnnotations" -}}
+{{- $all := merge (deepCopy (default (dict) .extra)) (deepCopy (default (dict) .ctx.Values.commonAnnotations)) }}
+{{- with $all }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The PromQL matcher that selects this release's series in files/alerts.yaml: prometheusRule.selector,
+else the labels the Prometheus Operator puts on targets of the chart's ServiceMonitor (namespace and
+Service name). Unlike the file's default `job=~".*ahp-gateway.*"` it still matches with nameOverride
+or fullnameOverride, and keeps two releases apart.
+*/}}
+{{- define "ahp-gateway.alertSelector" -}}
+{{- if .Values.prometheusRule.selector }}
+{{- .Values.prometheusRule.selector }}
+{{- else }}
+{{- printf "namespace=%q, service=%q" (include "ahp-gateway.namespace" .) (include "ahp-gateway.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* files/alerts.yaml with the gateway matcher and (optionally) the runbook base URL replaced. */}}
+{{- define "ahp-gateway.alertRules" -}}
+{{- $text := .Files.Get "files/alerts.yaml" | replace `job=~".*ahp-gateway.*"` (include "ahp-gateway.alertSelector" .) }}
+{{- with .Values.prometheusRule.runbookBaseUrl }}
+{{- $text = $text | replace "https://github.com/ahp-gateway/ahp-gateway/blob/main/grafana/README.md" (trimSuffix "/" .) }}
+{{- end }}
+{{- $text }}
+{{- end }}
+
+{{/*
+Labels of the `helm test` pod: the chart's labels without app.kubernetes.io/instance (so no selector
+of the release matches it) plus a component and the release, which the NetworkPolicy admits.
+*/}}
+{{- define "ahp-gateway.testLabels" -}}
+{{- $labels := include "ahp-gateway.labels" . | fromYaml }}
+{{- $_ := unset $labels "app.kubernetes.io/instance" }}
+{{- $_ := set $labels "app.kubernetes.io/component" "helm-test" }}
+{{- $_ := set $labels "ahp-gateway/test-of" .Release.Name }}
+{{- toYaml $labels }}
+{{- end }}

@@ -1,0 +1,131 @@
+"""``ahp-gateway check``: validate a configuration (file or stdin), compile it exactly as ``serve``
+would, and report the chain per event as text or JSON. ``--strict`` turns warnings into failures
+(for CI). File names are shown relative to the working directory when they are below it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gateway.config.issues import ConfigError, Issue
+from gateway.config.load import LoadedConfig, load
+from gateway.inbound.gate import describe as describe_inbound
+from gateway.outcome import Outcome, display, issue_dict, issue_text
+
+STDIN_NAME = "<stdin>"
+
+
+def load_and_build(config: str, stdin_text: str | None = None) -> tuple[LoadedConfig, Any]:
+    """Load (``-``: from ``stdin_text``, relative paths from the working directory) and compile."""
+    from gateway.runtime import build
+    from gateway.upstream.http import ClientPool
+
+    loaded = load(Path.cwd() / STDIN_NAME, text=stdin_text or "") if config == "-" else load(Path(config))
+    return loaded, build(loaded, ClientPool())
+
+
+def routes_of(snap: Any) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    def describe(route: Any) -> dict[str, Any]:
+        item: dict[str, Any] = {"hook": route.hook_id, "transport": route.upstream.kind, "when": bool(route.when)}
+        if route.mode != "observe":
+            item["timeoutMs"] = round(route.timeout * 1000)
+            item["failurePolicy"] = "fail-closed" if route.fail_closed else "fail-open"
+        return item
+
+    observers = {e: [r for r in rs if r.mode == "observe"] for e, rs in snap.observe_routes.items()}
+    return {
+        "intercept": {e: [describe(r) for r in rs] for e, rs in snap.intercept_routes.items()},
+        "shadow": {e: [describe(r) for r in rs] for e, rs in snap.shadow_routes.items()},
+        "observe": {e: [describe(r) for r in rs] for e, rs in observers.items() if rs},
+    }
+
+
+def summary(loaded: LoadedConfig, snap: Any) -> str:
+    """The one-screen text summary: chains grouped by identical routing."""
+    cfg = loaded.config
+    lines = [
+        f"OK {loaded.path.name}: id {cfg.id}, protocol {', '.join(cfg.protocolVersions)}, "
+        f"fanout {cfg.fanout}, deadline {cfg.limits.deadlineMs} ms",
+    ]
+    lines.extend(f"warning: {warning}" for warning in _displayed(loaded.warnings))
+    lines.append(describe_inbound(cfg))
+    if cfg.uploads is not None:
+        lines.append(
+            f"uploads: receiver at {cfg.uploads.path}, at most {cfg.uploads.maxBytes} bytes each, "
+            f"{cfg.uploads.storage.totalBytes} bytes stored in total for {cfg.uploads.storage.ttlSeconds:g} s"
+        )
+
+    def describe(route: Any) -> str:
+        when = " [when]" if route.when else ""
+        if route.mode == "observe":
+            return f"{route.hook_id}{when}"
+        policy = "fail-closed" if route.fail_closed else "fail-open"
+        return f"{route.hook_id} ({route.upstream.kind}, {route.timeout * 1000:.0f} ms, {policy}){when}"
+
+    def grouped(table: dict[str, Sequence[Any]], label: str) -> None:
+        groups: dict[str, list[str]] = {}
+        for event, routes in table.items():
+            text = " -> ".join(describe(r) for r in routes)
+            groups.setdefault(text, []).append(event)
+        if not groups:
+            return
+        lines.append(label)
+        for text, events in groups.items():
+            lines.append(f"  {', '.join(events)}:")
+            lines.append(f"      {text}")
+
+    grouped(dict(snap.intercept_routes), "intercept chains (in order):")
+    grouped(dict(snap.shadow_routes), "shadow (called concurrently, never decide):")
+    observers = {e: tuple(r for r in rs if r.mode == "observe") for e, rs in snap.observe_routes.items()}
+    grouped({e: rs for e, rs in observers.items() if rs}, "observers:")
+    lines.append(
+        f"register the gateway in harnesses with timeoutMs {cfg.frontend_timeout_ms} and failurePolicy "
+        f"{cfg.frontend.failurePolicy}, in both intercept and observe mode"
+    )
+    return "\n".join(lines)
+
+
+def _displayed(issues: Sequence[Issue]) -> list[str]:
+    return [issue_text(i).split(": ", 1)[1] for i in issues]
+
+
+def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str | None = None) -> Outcome:
+    try:
+        loaded, snap = load_and_build(config, stdin_text)
+    except ConfigError as exc:
+        if fmt == "json":
+            body = {"ok": False, "config": _name(config), "errors": [issue_dict(i) for i in exc.issues], "warnings": []}
+            return Outcome(1, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+        text = "".join(issue_text(i) + "\n" for i in exc.issues) + f"{len(exc.issues)} error(s)\n"
+        return Outcome(1, stderr=text)
+    warnings = list(loaded.warnings)
+    failed = strict and bool(warnings)
+    if fmt == "json":
+        cfg = loaded.config
+        body = {
+            "ok": not failed,
+            "config": _name(config),
+            "errors": [],
+            "warnings": [issue_dict(i) for i in warnings],
+            "gateway": {
+                "id": cfg.id,
+                "protocolVersions": list(cfg.protocolVersions),
+                "fanout": cfg.fanout,
+                "deadlineMs": cfg.limits.deadlineMs,
+                "inbound": describe_inbound(cfg).removeprefix("inbound: "),
+            },
+            **routes_of(snap),
+            "register": {"timeoutMs": cfg.frontend_timeout_ms, "failurePolicy": cfg.frontend.failurePolicy},
+        }
+        return Outcome(1 if failed else 0, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    out = summary(loaded, snap) + "\n"
+    if failed:
+        return Outcome(1, out, f"error: {len(warnings)} warning(s) and --strict\n")
+    return Outcome(0, out)
+
+
+def _name(config: str) -> str:
+    return STDIN_NAME if config == "-" else display(os.path.abspath(config))
