@@ -15,6 +15,8 @@ from gateway.credentials.bearer import CredentialUnavailable
 from gateway.settle.outcome import Failure, FailureClass, Reply
 
 _JSON = "application/json"
+DELIVERED = frozenset({202, 204})
+"""The only answers that confirm an observe delivery (AHP HTTP binding: 202 or 204, no body)."""
 
 
 class Authorizer(Protocol):
@@ -98,7 +100,8 @@ class HttpUpstream:
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None, *, answer: bool
     ) -> bytes | Failure:
         """POST one JSON-RPC object. ``answer``: a request (200 and a bounded body expected);
-        otherwise a notification (any 2xx, the body is ignored)."""
+        otherwise a notification: only 202/204 confirm it, and its answer body is never read
+        (an observer cannot make the gateway buffer anything)."""
         try:
             async with asyncio.timeout(timeout):
                 sent = await self._headers_for(headers)
@@ -107,8 +110,9 @@ class HttpUpstream:
                 ) as response:
                     status = response.status
                     if not answer:
-                        await response.read()
-                        return b"" if 200 <= status < 300 else self._status_failure(status)
+                        if not response.content.at_eof():
+                            response.close()  # unread bytes: drop the connection rather than drain it
+                        return b"" if status in DELIVERED else self._status_failure(status)
                     if status != 200:
                         return self._status_failure(status)
                     length = response.content_length
