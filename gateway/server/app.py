@@ -112,6 +112,7 @@ class GatewayServer:
         self.holder: RuntimeHolder | None = None
         self.engine: Engine | None = None
         self._app_runner: web.AppRunner | None = None
+        self._granian: Any = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
@@ -141,8 +142,18 @@ class GatewayServer:
         self.readiness.config_loaded = True
         holder = self.holder
         cfg = self.loaded.config
-        app = build_app(self.engine, cfg.listen.path, lambda: holder.current.loaded.config.limits.maxBodyBytes)
-        self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
+        max_body = lambda: holder.current.loaded.config.limits.maxBodyBytes  # noqa: E731
+        if cfg.listen.server == "granian":
+            from gateway.server import rsgi
+
+            drain = cfg.shutdown.drainTimeoutSeconds
+            self._granian = await rsgi.serve(
+                self.engine.handle, cfg.listen.path, max_body, self.host, self.port, drain_timeout=drain
+            )
+            self.port = self._granian.port
+        else:
+            app = build_app(self.engine, cfg.listen.path, max_body)
+            self._app_runner, self.port = await self._serve(app, self.host, self.port, cancel=True)
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         engine = self.engine
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": engine.open_circuits()})
@@ -236,6 +247,9 @@ class GatewayServer:
         if self._app_runner is not None:
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
+        if self._granian is not None:
+            await self._granian.stop()  # the same for the granian front end
+            self._granian = None
         if self.engine is not None:
             await self.engine.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self.engine.aclose()
