@@ -397,7 +397,7 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "S2", "S0", "S0n", "S5")
+AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "S2", "S2g", "S0", "S0n", "S5")
 
 
 def ab_lines(agg: dict[str, dict[str, Any]]) -> list[str]:

@@ -150,6 +150,8 @@ class Scenario:
     """Forwarders: the upstream client (aiohttp | pyreqwest)."""
     no_read: bool = False
     """Stub under test: answer without reading the request body."""
+    front: str = "aiohttp"
+    """Gateway: the harness-facing server (``listen.server``: aiohttp | granian)."""
 
     @property
     def expect_status(self) -> int:
@@ -200,6 +202,14 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
         server="granian-embed",
         client="pyreqwest",
     ),
+    Scenario(
+        "F5",
+        "load → granian embedded in asyncio + aiohttp client forwarder → stub",
+        "forwarder",
+        stubs=1,
+        server="granian-embed",
+    ),
+    Scenario("S2g", "load → gateway on the granian front end → 1 upstream", "gateway", stubs=1, front="granian"),
 )
 """The HTTP-layer A/B references: bare forwarders on other server/client stacks (S1 is aiohttp +
 aiohttp) and the cheapest possible answer for the local-policy target."""
@@ -252,4 +262,6 @@ def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: li
         observe = scenario.body == "observe"
         hooks = [http_hook(i + 1, url, observe=observe) for i, url in enumerate(stub_urls)]
     config = base_config(scenario.key, port, admin_port, hooks, fanout=scenario.fanout)
+    if scenario.front != "aiohttp" and "server" in _sub_keys("listen"):
+        config["listen"]["server"] = scenario.front
     return production_profile(config) if scenario.production else config
