@@ -88,6 +88,28 @@ async def test_granian_oversized_body_is_413_without_reading_it(gateway_factory,
 
 
 @pytest.mark.spec("AHP-HTTP-001")
+async def test_granian_truncated_body_is_never_evaluated(gw):
+    """A client that declares more bytes than it sends and half-closes gets 400, even when what
+    it sent is a complete, valid intercept: granian ends the body stream quietly, so the front
+    end compares the bytes read with the declared length."""
+    body = json.dumps(intercept(tool_before())).encode()
+
+    def truncated() -> bytes:
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+            head = f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body) + 100}\r\n\r\n"
+            sock.sendall(head.encode() + body)
+            sock.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+            return answer
+
+    answer = await asyncio.to_thread(truncated)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert gw.stub.received == []
+
+
+@pytest.mark.spec("AHP-HTTP-001")
 async def test_granian_harness_disconnect_cancels_inflight_upstream_calls(gateway_factory, stub_factory, http):
     cancelled = asyncio.Event()
 

@@ -59,6 +59,7 @@ class GatewayRsgi:
             return
         limit = self._max_body()
         declared = headers.get("content-length")
+        length = 0
         if declared is not None:
             try:
                 length = int(declared)
@@ -71,6 +72,11 @@ class GatewayRsgi:
         body = await _read_bounded(proto, limit)
         if body is None:
             proto.response_str(413, [*_TEXT, ("connection", "close")], f"body exceeds {limit} bytes\n")
+            return
+        if declared is not None and len(body) != length:
+            # granian ends the body stream without an error when the client stops sending early:
+            # a truncated body must never be evaluated as if it were the request
+            proto.response_str(400, [*_TEXT, ("connection", "close")], "body shorter than its Content-Length\n")
             return
         work = asyncio.ensure_future(self._handle(body, CIMultiDict(headers.items())))
         gone = asyncio.ensure_future(proto.client_disconnect())
