@@ -114,7 +114,7 @@ class GranianListener:
     in-flight requests finish within ``drain_timeout`` seconds, then cancels what is left."""
 
     def __init__(self, app: GatewayRsgi, host: str, port: int, *, drain_timeout: float) -> None:
-        from granian.constants import Interfaces
+        from granian.constants import HTTPModes, Interfaces
         from granian.log import LogLevels
         from granian.server.embed import Server
 
@@ -128,6 +128,7 @@ class GranianListener:
             address=host,
             port=self.port,
             interface=Interfaces.RSGI,
+            http=HTTPModes.http1,  # as the aiohttp front end: HTTP/1.1 only, no h2c surface
             websockets=False,
             backlog=1024,
             # granian logs to stdout by default, where the decision log goes: route its records
