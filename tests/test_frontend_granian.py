@@ -165,3 +165,30 @@ async def test_granian_stop_finishes_inflight_requests(gateway_factory, stub_fac
     gate.set()
     assert await asyncio.wait_for(inflight, 10) == (200, result(req, []))
     await asyncio.wait_for(stopping, 10)
+
+
+async def test_granian_passes_headers_to_routing_and_tracing(gateway_factory, stub_factory, http):
+    """Allow-listed headers reach CEL, others do not; the harness's traceparent continues upstream."""
+    up = await stub_factory()
+    cfg = granian_config(
+        [hook("org.example.a", up.url, when='headers["x-tenant"] == "acme" && !("authorization" in headers)')],
+        headers=["X-Tenant"],
+    )
+    cfg["tracing"] = {"propagate": True}
+    gw = await gateway_factory(cfg)
+    body = json.dumps(intercept(tool_before()))
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    for tenant in ("acme", "other"):
+        async with http.post(
+            gw.url,
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                "X-Tenant": tenant,
+                "Authorization": "Bearer x",
+                "traceparent": trace,
+            },
+        ) as resp:
+            assert resp.status == 200
+    assert len(up.received) == 1
+    assert up.headers[0]["traceparent"].split("-")[1] == trace.split("-")[1]

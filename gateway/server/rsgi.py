@@ -17,10 +17,8 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
-
-from multidict import CIMultiDict
 
 log = logging.getLogger("ahp_gateway")
 
@@ -78,23 +76,56 @@ class GatewayRsgi:
             # a truncated body must never be evaluated as if it were the request
             proto.response_str(400, [*_TEXT, ("connection", "close")], "body shorter than its Content-Length\n")
             return
-        work = asyncio.ensure_future(self._handle(body, CIMultiDict(headers.items())))
+        # The harness hanging up cancels this request's task, and with it every upstream call.
+        task = asyncio.current_task()
         gone = asyncio.ensure_future(proto.client_disconnect())
+
+        def hung_up(_: object) -> None:
+            if task is not None:
+                task.cancel()
+
+        gone.add_done_callback(hung_up)
         try:
-            await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+            status, payload = await self._handle(body, _Headers(headers))
+        except asyncio.CancelledError:
+            if gone.done() and not gone.cancelled():
+                return  # nobody is left to answer
+            raise
         finally:
-            if not work.done():  # the harness went away (or we are being cancelled): stop the work
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await work
+            gone.remove_done_callback(hung_up)
             gone.cancel()
-        if work.cancelled():
-            return
-        status, payload = work.result()
         if payload is None:
             proto.response_empty(status, [])
         else:
             proto.response_bytes(status, _JSON_HEADERS, payload)
+
+
+class _Headers(Mapping[str, str]):
+    """The request headers as a case-insensitive read-only mapping, without copying them
+    (granian hands them over lower-cased)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> str:
+        value = self._raw.get(key.lower())
+        if value is None:
+            raise KeyError(key)
+        return str(value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._raw.get(key.lower(), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw.keys())
+
+    def __len__(self) -> int:
+        return len(self._raw.keys())
 
 
 async def _read_bounded(proto: Any, limit: int) -> bytes | None:
