@@ -148,7 +148,12 @@ class GatewayServer:
 
             drain = cfg.shutdown.drainTimeoutSeconds
             self._granian = await rsgi.serve(
-                self.engine.handle, cfg.listen.path, max_body, self.host, self.port, drain_timeout=drain
+                rsgi.from_engine(self.engine.handle),
+                cfg.listen.path,
+                max_body,
+                self.host,
+                self.port,
+                drain_timeout=drain,
             )
             self.port = self._granian.port
         else:

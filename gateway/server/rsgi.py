@@ -26,8 +26,19 @@ _JSON = "application/json"
 _TEXT = [("content-type", "text/plain; charset=utf-8")]
 _JSON_HEADERS = [("content-type", _JSON)]
 
-Handle = Callable[[bytes, Mapping[str, str]], Awaitable[tuple[int, bytes | None]]]
-"""``Engine.handle``: the one call the front end makes."""
+Handle = Callable[[bytes, Mapping[str, str]], Awaitable[bytes | None]]
+"""The one call the front end makes: the JSON-RPC answer for a request body (sent with HTTP 200,
+errors included), or None for a notification (HTTP 202, no body)."""
+
+
+def from_engine(handle: Callable[[bytes, Mapping[str, str]], Awaitable[tuple[int, bytes | None]]]) -> Handle:
+    """Adapt ``Engine.handle`` (which still returns an HTTP status with the bytes) to :data:`Handle`."""
+
+    async def answer(body: bytes, headers: Mapping[str, str]) -> bytes | None:
+        _, payload = await handle(body, headers)
+        return payload
+
+    return answer
 
 
 def _media_type(value: str | None) -> str:
@@ -86,7 +97,7 @@ class GatewayRsgi:
 
         gone.add_done_callback(hung_up)
         try:
-            status, payload = await self._handle(body, _Headers(headers))
+            payload = await self._handle(body, _Headers(headers))
         except asyncio.CancelledError:
             if gone.done() and not gone.cancelled():
                 return  # nobody is left to answer
@@ -95,9 +106,9 @@ class GatewayRsgi:
             gone.remove_done_callback(hung_up)
             gone.cancel()
         if payload is None:
-            proto.response_empty(status, [])
+            proto.response_empty(202, [])
         else:
-            proto.response_bytes(status, _JSON_HEADERS, payload)
+            proto.response_bytes(200, _JSON_HEADERS, payload)
 
 
 class _Headers(Mapping[str, str]):
