@@ -156,9 +156,14 @@ class GranianListener:
     in-flight requests finish within ``drain_timeout`` seconds, then cancels what is left."""
 
     def __init__(self, app: GatewayRsgi, host: str, port: int, *, drain_timeout: float) -> None:
-        from granian.constants import HTTPModes, Interfaces
-        from granian.log import LogLevels
-        from granian.server.embed import Server
+        try:
+            from granian.constants import HTTPModes, Interfaces
+            from granian.log import LogLevels
+            from granian.server.embed import Server
+        except ImportError:
+            raise RuntimeError(
+                "listen.server: granian needs the granian package (pip install 'ahp-gateway[granian]')"
+            ) from None
 
         # granian's worker binds its own socket from the address, so an ephemeral port is
         # chosen here (tests); in production the configured port is used as is.
