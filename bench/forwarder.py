@@ -1,22 +1,40 @@
-"""S1: the bare one-hop floor. Reads the request body, POSTs the bytes upstream with one pooled
-``aiohttp.ClientSession``, returns the upstream's status and bytes. No parsing, no validation.
+"""Bare one-hop forwarders, the floors the gateway is measured against. Each reads the request
+body, POSTs the bytes upstream with one pooled client, and returns the upstream's status and
+bytes. No parsing, no validation.
 
-    python -m bench.forwarder --port 9000 --upstream http://127.0.0.1:9001/
+Server stacks (``--server``):
+
+- ``aiohttp``: ``aiohttp.web`` on uvloop (S1 with the aiohttp client; the gateway's stack today);
+- ``granian``: granian's RSGI interface in worker mode (granian's own process supervisor, one
+  worker process, Rust HTTP server, the Python handler on a uvloop loop in the worker);
+- ``granian-embed``: granian's embedded server (``granian.server.embed.Server``) started inside
+  an asyncio (uvloop) loop this process owns, the way an application keeps its own lifecycle.
+
+Upstream clients (``--client``): ``aiohttp`` (one ``ClientSession``) or ``pyreqwest`` (one
+``pyreqwest`` client, Rust reqwest/hyper).
+
+    python -m bench.forwarder --port 9000 --upstream http://127.0.0.1:9001/ [--server S] [--client C]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
-
-import aiohttp
-from aiohttp import web
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 _JSON = "application/json"
+_ENV_UPSTREAM = "BENCH_FORWARDER_UPSTREAM"
+_ENV_CLIENT = "BENCH_FORWARDER_CLIENT"
+
+Forward = Callable[[bytes], Awaitable[tuple[int, bytes]]]
 
 
-async def serve(host: str, port: int, upstream: str) -> None:
+def aiohttp_client(upstream: str) -> tuple[Forward, Callable[[], Awaitable[None]]]:
+    import aiohttp
+
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, limit_per_host=256, keepalive_timeout=30.0),
         auto_decompress=False,
@@ -24,26 +42,131 @@ async def serve(host: str, port: int, upstream: str) -> None:
     )
     headers = {"Content-Type": _JSON, "Accept": _JSON}
 
-    async def handle(request: web.Request) -> web.Response:
-        body = await request.read()
+    async def forward(body: bytes) -> tuple[int, bytes]:
         async with session.post(upstream, data=body, headers=headers, allow_redirects=False) as response:
-            answer = await response.read()
-            if not answer:
-                return web.Response(status=response.status)
-            return web.Response(status=response.status, body=answer, content_type=_JSON)
+            return response.status, await response.read()
+
+    return forward, session.close
+
+
+def pyreqwest_client(upstream: str) -> tuple[Forward, Callable[[], Awaitable[None]]]:
+    from pyreqwest.client import ClientBuilder
+
+    client = (
+        ClientBuilder()
+        .follow_redirects(False)
+        .gzip(False)
+        .brotli(False)
+        .zstd(False)
+        .deflate(False)
+        .pool_max_idle_per_host(256)
+        .build()
+    )
+    headers = {"Content-Type": _JSON, "Accept": _JSON}
+
+    async def forward(body: bytes) -> tuple[int, bytes]:
+        response = await client.post(upstream).headers(headers).body_bytes(body).build().send()
+        return response.status, bytes(await response.bytes())
+
+    return forward, client.close
+
+
+CLIENTS = {"aiohttp": aiohttp_client, "pyreqwest": pyreqwest_client}
+
+
+# ------------------------------------------------------------------------------------ aiohttp
+async def serve_aiohttp(host: str, port: int, upstream: str, client: str) -> None:
+    from aiohttp import web
+
+    forward, close = CLIENTS[client](upstream)
+
+    async def handle(request: web.Request) -> web.Response:
+        status, answer = await forward(await request.read())
+        if not answer:
+            return web.Response(status=status)
+        return web.Response(status=status, body=answer, content_type=_JSON)
 
     app = web.Application()
     app.router.add_post("/", handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port, backlog=1024).start()
+    await _wait_for_signal()
+    await runner.cleanup()
+    await close()
+
+
+# ------------------------------------------------------------------------------------ granian
+class RsgiForwarder:
+    """The RSGI application; the client is built on the first request, inside the worker's
+    running loop (aiohttp needs one)."""
+
+    def __init__(self, upstream: str, client: str) -> None:
+        self.upstream = upstream
+        self.client = client
+        self.forward: Forward | None = None
+        self.close: Callable[[], Awaitable[None]] | None = None
+
+    async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        if self.forward is None:
+            self.forward, self.close = CLIENTS[self.client](self.upstream)
+        status, answer = await self.forward(await proto())
+        if not answer:
+            proto.response_empty(status, [])
+        else:
+            proto.response_bytes(status, [("content-type", _JSON)], answer)
+
+
+def rsgi_app() -> RsgiForwarder:
+    """Factory for granian worker mode: the upstream and client come from the environment."""
+    return RsgiForwarder(os.environ[_ENV_UPSTREAM], os.environ.get(_ENV_CLIENT, "pyreqwest"))
+
+
+def serve_granian(host: str, port: int, upstream: str, client: str) -> None:
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+
+    os.environ[_ENV_UPSTREAM] = upstream
+    os.environ[_ENV_CLIENT] = client
+    server = Granian(
+        "bench.forwarder:rsgi_app",
+        address=host,
+        port=port,
+        interface=Interfaces.RSGI,
+        workers=1,
+        loop=Loops.uvloop,
+        backlog=1024,
+        log_access=False,
+        factory=True,
+        websockets=False,
+    )
+    server.serve()
+
+
+async def serve_granian_embedded(host: str, port: int, upstream: str, client: str) -> None:
+    from granian.constants import Interfaces
+    from granian.server.embed import Server
+
+    server = Server(
+        RsgiForwarder(upstream, client),
+        address=host,
+        port=port,
+        interface=Interfaces.RSGI,
+        backlog=1024,
+        websockets=False,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.stop)
+    await server.serve()
+
+
+async def _wait_for_signal() -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await runner.cleanup()
-    await session.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,14 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
+    parser.add_argument("--server", choices=("aiohttp", "granian", "granian-embed"), default="aiohttp")
+    parser.add_argument("--client", choices=tuple(CLIENTS), default="aiohttp")
     args = parser.parse_args(argv)
-    try:
-        import uvloop
+    if args.server == "granian":
+        serve_granian(args.host, args.port, args.upstream, args.client)
+        return 0
+    import uvloop
 
-        uvloop.install()
-    except ImportError:
-        pass
-    asyncio.run(serve(args.host, args.port, args.upstream))
+    uvloop.install()
+    serve = serve_aiohttp if args.server == "aiohttp" else serve_granian_embedded
+    asyncio.run(serve(args.host, args.port, args.upstream, args.client))
     return 0
 
 

@@ -35,6 +35,37 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every live process below it (granian's worker processes, for instance)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        ppid = int(data[data.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo.extend(children.get(current, ()))
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for member in descendants(pid):
+        try:
+            total += proc_cpu_seconds(member)
+        except OSError:  # exited meanwhile
+            pass
+    return total
+
+
 def proc_memory_kb(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM (peak resident set) of ``pid``, in kB."""
     out: dict[str, int] = {}
@@ -78,10 +109,20 @@ class Proc:
         return self.popen.poll() is None
 
     def cpu_seconds(self) -> float:
-        return proc_cpu_seconds(self.pid)
+        """CPU time of the process and its live descendants (a server's worker processes)."""
+        return tree_cpu_seconds(self.pid)
 
     def memory_kb(self) -> dict[str, int]:
-        return proc_memory_kb(self.pid)
+        """VmRSS/VmHWM of the largest process in the tree (one worker, not their sum)."""
+        best: dict[str, int] = {}
+        for member in descendants(self.pid):
+            try:
+                memory = proc_memory_kb(member)
+            except OSError:
+                continue
+            if memory.get("VmHWM", 0) > best.get("VmHWM", -1):
+                best = memory
+        return best
 
     def log_tail(self, lines: int = 25) -> str:
         try:

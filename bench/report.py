@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.scenarios import ALL, BY_KEY, DELAY_MS, DELAY_RATE, DELAY_SCENARIOS, SCENARIOS
+from bench.scenarios import ALL, BY_KEY, DELAY_MS, DELAY_RATE, DELAY_SCENARIOS, REFERENCE_SCENARIOS, SCENARIOS
 
 RSS_LIMIT_MB = 120.0
 
@@ -116,6 +116,22 @@ def targets(agg: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 "rule": rule,
             }
         )
+
+    def ratio_target(name: str, num: str, den: str, share: float) -> None:
+        a, b = _get(agg, den, "throughput_rps"), _get(agg, num, "throughput_rps")
+        r = b / a if a and b else None
+        add(
+            name,
+            b,
+            a * share if a else None,
+            r,
+            None if r is None else r >= share,
+            "req/s",
+            f"{num}/{den} ≥ {share:.2f}",
+        )
+
+    ratio_target("S2 throughput ≥ 1.0 × the bare aiohttp forwarder (S1)", "S2", "S1", 1.0)
+    ratio_target("S5 throughput ≥ 0.5 × a bare aiohttp stub that does not read the request (S0n)", "S5", "S0n", 0.5)
 
     s1, s2 = _get(agg, "S1", "throughput_rps"), _get(agg, "S2", "throughput_rps")
     ratio = s2 / s1 if s1 and s2 else None
@@ -261,7 +277,7 @@ def markdown(result: dict[str, Any]) -> str:
     head += ["CPU s/1k req (sat.)", f"CPU s/1k @{rates[0]}", "CPU util (sat.)", "Peak RSS (MB)", "Errors"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
-    for scenario in SCENARIOS:
+    for scenario in SCENARIOS + REFERENCE_SCENARIOS:
         a = agg.get(scenario.key)
         if a is None:
             continue
@@ -344,6 +360,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {row['what']} ({row['unit']}) | {fmt(row['S1'], digits)} | {fmt(row['S2'], digits)} | {fmt(row['delta'], digits) if row['delta'] is None or row['delta'] < 0 else '+' + fmt(row['delta'], digits)} |"
         )
 
+    lines += ab_lines(agg)
     lines += ["", "## Targets", "", "| Target | Measured | Threshold | Ratio | Met |", "|---|---:|---:|---:|:---:|"]
     for row in result["targets"]:
         verdict = "–" if row["met"] is None else ("met" if row["met"] else "**not met**")
@@ -378,6 +395,32 @@ def markdown(result: dict[str, Any]) -> str:
             f"{' — the results are disturbed, rerun on an idle machine' if noise > 0.10 else ''}."
         )
     return "\n".join(lines) + "\n"
+
+
+AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "S2", "S2g", "S0", "S0n", "S5")
+
+
+def ab_lines(agg: dict[str, dict[str, Any]]) -> list[str]:
+    """The HTTP-layer A/B: every forwarder (and the gateway) against S1 within this one run."""
+    base_rps, base_cpu = _get(agg, "S1", "throughput_rps"), _get(agg, "S1", "cpu_s_per_1k_sat")
+    present = [k for k in AB_KEYS if _get(agg, k, "throughput_rps") is not None]
+    if not present or base_rps is None:
+        return []
+    lines = [
+        "",
+        "### HTTP layer A/B (ratios to S1 within this run)",
+        "",
+        "| Scenario | Throughput (req/s) | × S1 | CPU ms/req (sat.) | × S1 | CPU util (sat.) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for key in present:
+        rps, cpu, util = (_get(agg, key, f) for f in ("throughput_rps", "cpu_s_per_1k_sat", "util_sat"))
+        lines.append(
+            f"| {key} {BY_KEY[key].title} | {fmt(rps, 0)} | {fmt(rps / base_rps if rps else None)} | "
+            f"{fmt(cpu, 3)} | {fmt(cpu / base_cpu if cpu and base_cpu else None)} | "
+            f"{f'{util * 100:.0f} %' if util is not None else '–'} |"
+        )
+    return lines
 
 
 def soak_markdown(result: dict[str, Any]) -> str:

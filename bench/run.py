@@ -224,12 +224,12 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
     port = ctx.port()
     name = f"{sc.key}-r{rep}-{sc.under_test}"
     if sc.under_test == "stub":
-        ut = ctx.procs.start(name, [py, "-m", "bench.stub", "--port", str(port), "--impl", impl], cpus=ctx.test_cpus)
+        argv = [py, "-m", "bench.stub", "--port", str(port), "--impl", "aiohttp" if sc.no_read else impl]
+        ut = ctx.procs.start(name, argv + (["--no-read"] if sc.no_read else []), cpus=ctx.test_cpus)
     elif sc.under_test == "forwarder":
         upstream = f"http://127.0.0.1:{stubs[0].port}/"
-        ut = ctx.procs.start(
-            name, [py, "-m", "bench.forwarder", "--port", str(port), "--upstream", upstream], cpus=ctx.test_cpus
-        )
+        argv = [py, "-m", "bench.forwarder", "--port", str(port), "--upstream", upstream]
+        ut = ctx.procs.start(name, [*argv, "--server", sc.server, "--client", sc.client], cpus=ctx.test_cpus)
     else:
         admin = ctx.port()
         config = gateway_config(sc, port, admin, [f"http://127.0.0.1:{s.port}/" for s in stubs], ctx.workdir)

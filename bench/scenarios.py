@@ -144,6 +144,14 @@ class Scenario:
     """None: the run's default rates."""
     notes: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    server: str = "aiohttp"
+    """Forwarders: the server stack (aiohttp | granian | granian-embed, see bench/forwarder.py)."""
+    client: str = "aiohttp"
+    """Forwarders: the upstream client (aiohttp | pyreqwest)."""
+    no_read: bool = False
+    """Stub under test: answer without reading the request body."""
+    front: str = "aiohttp"
+    """Gateway: the harness-facing server (``listen.server``: aiohttp | granian)."""
 
     @property
     def expect_status(self) -> int:
@@ -169,6 +177,42 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("S6", "load → gateway, hooks/observe → 2 observe stubs", "gateway", stubs=2, body="observe"),
     Scenario("S7", "load → gateway → 1 upstream, production profile", "gateway", stubs=1, production=True),
 )
+
+REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("S0n", "load → aiohttp stub answering without reading the request", "stub", no_read=True),
+    Scenario(
+        "F1", "load → aiohttp server + pyreqwest client forwarder → stub", "forwarder", stubs=1, client="pyreqwest"
+    ),
+    Scenario(
+        "F2", "load → granian (RSGI, worker) + aiohttp client forwarder → stub", "forwarder", stubs=1, server="granian"
+    ),
+    Scenario(
+        "F3",
+        "load → granian (RSGI, worker) + pyreqwest client forwarder → stub",
+        "forwarder",
+        stubs=1,
+        server="granian",
+        client="pyreqwest",
+    ),
+    Scenario(
+        "F4",
+        "load → granian embedded in asyncio + pyreqwest client forwarder → stub",
+        "forwarder",
+        stubs=1,
+        server="granian-embed",
+        client="pyreqwest",
+    ),
+    Scenario(
+        "F5",
+        "load → granian embedded in asyncio + aiohttp client forwarder → stub",
+        "forwarder",
+        stubs=1,
+        server="granian-embed",
+    ),
+    Scenario("S2g", "load → gateway on the granian front end → 1 upstream", "gateway", stubs=1, front="granian"),
+)
+"""The HTTP-layer A/B references: bare forwarders on other server/client stacks (S1 is aiohttp +
+aiohttp) and the cheapest possible answer for the local-policy target."""
 
 DELAY_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
@@ -203,7 +247,7 @@ DELAY_SCENARIOS: tuple[Scenario, ...] = (
     ),
 )
 
-ALL = SCENARIOS + DELAY_SCENARIOS
+ALL = SCENARIOS + REFERENCE_SCENARIOS + DELAY_SCENARIOS
 BY_KEY = {s.key: s for s in ALL}
 
 
@@ -218,4 +262,6 @@ def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: li
         observe = scenario.body == "observe"
         hooks = [http_hook(i + 1, url, observe=observe) for i, url in enumerate(stub_urls)]
     config = base_config(scenario.key, port, admin_port, hooks, fanout=scenario.fanout)
+    if scenario.front != "aiohttp" and "server" in _sub_keys("listen"):
+        config["listen"]["server"] = scenario.front
     return production_profile(config) if scenario.production else config

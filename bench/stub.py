@@ -2,7 +2,8 @@
 ``hooks/observe`` notification with 202.
 
 The answer for the benchmark's fixed event id is precomputed; any other id is parsed and echoed.
-``GET /stats`` returns the counts of intercepts and observations received (used to check that
+``--no-read`` (aiohttp) answers every POST with the fixed no-effect answer without reading the
+request (the reference for the local-policy target). ``GET /stats`` returns the counts of intercepts and observations received (used to check that
 observe fan-out really delivered). ``--delay-ms`` delays every intercept answer.
 
 Two implementations: ``aiohttp`` (default; the same server stack as the gateway) and ``raw``
@@ -52,10 +53,13 @@ def classify(body: bytes, counters: Counters) -> bytes | None:
     return stub_answer(message["id"])
 
 
-async def serve_aiohttp(host: str, port: int, delay: float, counters: Counters) -> None:
+async def serve_aiohttp(host: str, port: int, delay: float, counters: Counters, no_read: bool = False) -> None:
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.Response:
+        if no_read:  # the cheapest answer an aiohttp server can give: the body is never read
+            counters.intercept += 1
+            return web.Response(body=FIXED_ANSWER, content_type="application/json")
         body = await request.read()
         answer = classify(body, counters)
         if answer is None:
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--delay-ms", type=float, default=0.0, help="delay every intercept answer")
     parser.add_argument("--impl", choices=("aiohttp", "raw"), default="aiohttp")
+    parser.add_argument("--no-read", action="store_true", help="aiohttp: answer every POST without reading it")
     args = parser.parse_args(argv)
     try:
         import uvloop
@@ -170,8 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
     counters = Counters()
-    serve = serve_aiohttp if args.impl == "aiohttp" else serve_raw
-    asyncio.run(serve(args.host, args.port, args.delay_ms / 1000, counters))
+    if args.impl == "aiohttp":
+        asyncio.run(serve_aiohttp(args.host, args.port, args.delay_ms / 1000, counters, args.no_read))
+    else:
+        asyncio.run(serve_raw(args.host, args.port, args.delay_ms / 1000, counters))
     return 0
 
 

@@ -33,6 +33,9 @@ class Listen(Model):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     path: str = Field("/", pattern=r"^/")
+    server: Literal["aiohttp", "granian"] = Field(
+        "aiohttp", description="HTTP server of the harness listener; granian (opt-in) needs the granian package."
+    )
 
 
 class Admin(Model):

@@ -30,7 +30,7 @@ from aiohttp import web
 from gateway import _tasks
 from gateway.config.issues import ConfigError
 from gateway.config.load import LoadedConfig, load
-from gateway.config.models import LocalTransport
+from gateway.config.models import Limits, LocalTransport
 from gateway.observability.capture import Capture, capture_for
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics
@@ -119,6 +119,7 @@ class GatewayServer:
         self.recording: Capture | None = None
         """log.capture: the intercepts received, for replay (None when off)."""
         self._app_runner: web.AppRunner | None = None
+        self._granian: Any = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
@@ -155,11 +156,27 @@ class GatewayServer:
         self.guards = guards = Listeners(
             lambda: holder.current.loaded.config.limits, getattr(self.observability, "metrics", None)
         )
-        limits = lambda: holder.current.loaded.config.limits  # noqa: E731
-        app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
-        self._app_runner, self.port = await self._serve(
-            app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
-        )
+
+        def limits() -> Limits:
+            return holder.current.loaded.config.limits
+
+        if cfg.listen.server == "granian":  # experimental; refused with inbound auth, TLS or uploads
+            from gateway.server import rsgi
+
+            self._granian = await rsgi.serve(
+                self.gateway.handle,
+                cfg.listen.path,
+                lambda: limits().maxBodyBytes,
+                self.host,
+                self.port,
+                drain_timeout=cfg.shutdown.drainTimeoutSeconds,
+            )
+            self.port = self._granian.port
+        else:
+            app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
+            self._app_runner, self.port = await self._serve(
+                app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
+            )
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
         self._admin_runner, self.admin_port = await self._serve(
@@ -256,6 +273,9 @@ class GatewayServer:
         if self._app_runner is not None:
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
+        if self._granian is not None:
+            await self._granian.stop()  # the same for the granian front end
+            self._granian = None
         if self.gateway is not None:
             await self.gateway.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self.gateway.aclose()

@@ -16,6 +16,8 @@ from gateway.settle.outcome import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 
 _JSON = "application/json"
+DELIVERED = frozenset({202, 204})
+"""The only answers that confirm an observe delivery (AHP HTTP binding: 202 or 204, no body)."""
 
 
 class Authorizer(Protocol):
@@ -105,7 +107,8 @@ class HttpUpstream:
         retried: bool = False,
     ) -> bytes | Failure:
         """POST one JSON-RPC object. ``answer``: a request (200 and a bounded body expected);
-        otherwise a notification (any 2xx, the body is ignored)."""
+        otherwise a notification: only 202/204 confirm it, and its answer body is never read
+        (an observer cannot make the gateway buffer anything)."""
         try:
             async with asyncio.timeout(timeout):
                 sent = await self._headers_for(headers)
@@ -116,8 +119,9 @@ class HttpUpstream:
                     if status == 401 and not retried and await self._rediscover(response):
                         return await self._post(message, timeout, headers, answer=answer, retried=True)
                     if not answer:
-                        await response.read()
-                        return b"" if 200 <= status < 300 else self._status_failure(status)
+                        if not response.content.at_eof():
+                            response.close()  # unread bytes: drop the connection rather than drain it
+                        return b"" if status in DELIVERED else self._status_failure(status)
                     if status != 200:
                         return self._status_failure(status)
                     length = response.content_length
