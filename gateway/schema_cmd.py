@@ -94,10 +94,16 @@ def _document(root: str, defs: dict[str, Any], title: str, description: str) -> 
     return dict(_tidy(document))
 
 
-def config_schema() -> dict[str, Any]:
-    defs = _model_schema(GatewayConfig)
+def _with_events(model: Any) -> dict[str, Any]:
+    """The model's definitions with subscription ``events`` enumerated (exact names and wildcards)."""
+    defs = _model_schema(model)
     defs["InterceptSubscription"]["properties"]["events"] = _events(INTERCEPTABLE, "Interceptable events")
     defs["ObserveSubscription"]["properties"]["events"] = _events(ALL_EVENTS, "Events")
+    return defs
+
+
+def config_schema() -> dict[str, Any]:
+    defs = _with_events(GatewayConfig)
     return _document(
         "GatewayConfig",
         defs,
@@ -108,9 +114,7 @@ def config_schema() -> dict[str, Any]:
 
 
 def registration_schema() -> dict[str, Any]:
-    defs = _model_schema(RegistrationDocument)
-    defs["InterceptSubscription"]["properties"]["events"] = _events(INTERCEPTABLE, "Interceptable events")
-    defs["ObserveSubscription"]["properties"]["events"] = _events(ALL_EVENTS, "Events")
+    defs = _with_events(RegistrationDocument)
     return _document(
         "RegistrationDocument",
         defs,

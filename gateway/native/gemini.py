@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.native import ahp, events
 from gateway.native.ahp import Json, Settled
-from gateway.native.model import NativeAnswer, NativePayloadError, Translation, dumps, text
+from gateway.native.model import NativeAnswer, NativePayloadError, Translation, dumps, event_name, text
 
 _caps = ahp.capabilities
 CAPS: dict[str, Json | None] = {
@@ -51,9 +51,7 @@ class GeminiCodec:
     harness = "gemini"
 
     def translate(self, payload: Json, event: str | None) -> Translation | None:
-        name = event or text(payload.get("hook_event_name"))
-        if not name:
-            raise NativePayloadError("no hook event name (pass --event or hook_event_name)")
+        name = event_name(payload, event)
         if name not in CAPS:
             return None
         caps = CAPS[name]

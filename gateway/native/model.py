@@ -77,3 +77,11 @@ def get(payload: Json, *names: str) -> Any:
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def event_name(payload: Json, event: str | None, field: str = "hook_event_name") -> str:
+    """The native event: ``--event`` if given, else the payload's ``field``; none is an error."""
+    name = event or text(payload.get(field))
+    if not name:
+        raise NativePayloadError(f"no hook event name (pass --event or {field})")
+    return name

@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.native import ahp, events
 from gateway.native.ahp import Json, Settled
-from gateway.native.model import NativeAnswer, NativePayloadError, Translation, text
+from gateway.native.model import NativeAnswer, NativePayloadError, Translation, event_name, text
 
 _DENY = ahp.capabilities(("deny",))
 _TOOLS = ("run_command", "write_code", "read_code", "mcp_tool_use")
@@ -35,9 +35,7 @@ class WindsurfCodec:
     harness = "windsurf"
 
     def translate(self, payload: Json, event: str | None) -> Translation | None:
-        name = event or text(payload.get("agent_action_name"))
-        if not name:
-            raise NativePayloadError("no agent_action_name (pass --event)")
+        name = event_name(payload, event, "agent_action_name")
         if name not in CAPS:
             return None
         caps = CAPS[name]
