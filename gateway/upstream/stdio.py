@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from gateway import _tasks
+from gateway.protocol import wire
 from gateway.settle.outcome import Failure, FailureClass, Reply
 
 log = logging.getLogger("ahp_gateway.stdio")
@@ -92,7 +91,7 @@ class StdioUpstream:
     async def intercept(
         self, request: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
     ) -> Reply | Failure:
-        line = orjson.dumps(request) + b"\n"
+        line = wire.dumps(request) + b"\n"
         proc: asyncio.subprocess.Process | None = None
         try:
             async with asyncio.timeout(timeout):
@@ -132,8 +131,8 @@ class StdioUpstream:
             self._kill(proc)
             return Failure(FailureClass.INVALID_RESPONSE, "no response line")
         try:
-            message = orjson.loads(answer)
-        except orjson.JSONDecodeError:
+            message = wire.loads(answer)
+        except wire.JSONDecodeError:
             self._kill(proc)  # malformed output: never let a stale line answer a later request
             return Failure(FailureClass.INVALID_RESPONSE, "malformed JSON line")
         if not isinstance(message, dict) or message.get("id") != rid:
@@ -143,7 +142,7 @@ class StdioUpstream:
     async def observe(
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
     ) -> Failure | None:
-        line = orjson.dumps(message) + b"\n"
+        line = wire.dumps(message) + b"\n"
         try:
             async with asyncio.timeout(timeout):
                 if self._persistent:
