@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from gateway.config.models import has_userinfo
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
 
 EARLY_REFRESH = 30.0
@@ -109,6 +110,8 @@ class ClientCredentials:
                 continue  # RFC 8414 §3.3: the metadata must name the configured issuer
             if not endpoint.startswith("https://"):
                 raise CredentialUnavailable("token endpoint is not https")
+            if has_userinfo(endpoint):  # would be sent as a second, Basic credential; never echoed
+                raise CredentialUnavailable("token endpoint carries credentials in its URL")
             self._endpoint = endpoint
             return endpoint
         raise CredentialUnavailable("authorization server metadata unavailable")
