@@ -184,3 +184,20 @@ async def test_local_rules_compare_huge_numbers_as_doubles(gateway_factory, http
     status, body = await post(http, server.url, raw)
     assert status == 200
     assert [e["type"] for e in body["result"]["effects"]] == ["deny"], body
+
+
+@pytest.mark.spec("AHP-RPC-001")
+async def test_the_sdk_backend_receives_the_exact_numbers(gateway_factory, http) -> None:
+    """The official SDK backend reads numbers with the standard library: it must see the very
+    integer the harness sent, and the double nearest to a float no double can hold exactly."""
+    from tests.sdk_peers import SdkBackend, serve_backends
+
+    backend = SdkBackend(lambda ctx: ())
+    async with serve_backends([backend]) as (url,):
+        server = await gateway_factory(gateway_config([hook("org.example.sdk", url)]))
+        raw = json.dumps(intercept(tool_before())).replace(
+            '"input": {"command": "ls -la"}', f'"input": {{"big": {HUGE_INT}, "long": -{LONG_INT}, "n": 1e308}}'
+        )
+        status, body = await post(http, server.url, raw)
+        assert status == 200 and body["result"]["effects"] == [], body
+    assert backend.intercepts[0]["input"] == {"big": int(HUGE_INT), "long": -int(LONG_INT), "n": 1e308}
