@@ -369,3 +369,92 @@ async def test_an_incoming_state_that_already_denies_or_stops_calls_no_upstream(
         intercept(tool_before(), ALL_TOOL_BEFORE_CAPS, state={**state, "permission": "none", "flow": "none"}),
     )
     assert body["result"]["effects"][0]["type"] == "deny" and len(up.received) == 1  # the control: it is called
+
+
+# --- the pending state handed from one upstream to the next (found by mutation testing) ------------
+
+MODIFY = {"type": "modify", "target": "input", "operation": "replace", "value": {"command": "ls"}}
+INJECT = _inject("next_turn")
+
+
+@pytest.mark.spec("AHP-COMP-001")
+def test_without_incoming_state_the_chain_starts_undecided() -> None:
+    chain = ChainState.start(tool_before(), None, None)
+    assert (chain.permission, chain.initial_permission, chain.flow) == ("none", "none", None)
+    assert chain.wire_state() == {"permission": "none", "candidate": None}
+
+
+@pytest.mark.spec("AHP-COMP-001")
+@pytest.mark.parametrize(
+    ("flow", "chain_flow", "wire_flow"), [("none", None, "none"), ("continue", "continue", "continue"), (None, None, None)]
+)
+def test_an_incoming_flow_is_kept_and_echoed(flow: str | None, chain_flow: str | None, wire_flow: str | None) -> None:
+    state: dict[str, Any] = {"permission": "none", "candidate": None}
+    if flow is not None:
+        state["flow"] = flow
+    chain = ChainState.start(tool_after(), state, None)
+    assert chain.flow == chain_flow and not chain.halted
+    assert chain.wire_state().get("flow") == wire_flow
+
+
+@pytest.mark.spec("AHP-COMP-001")
+def test_optional_state_keys_the_harness_sent_are_echoed_even_when_empty() -> None:
+    state = {"permission": "none", "candidate": None, "flow": "none", "instructions": [], "injections": []}
+    chain = ChainState.start(tool_before(), state, None)
+    assert chain.wire_state() == state
+    assert ChainState.start(tool_before(), {"permission": "none", "candidate": None}, None).wire_state() == {
+        "permission": "none",
+        "candidate": None,
+    }
+
+
+@pytest.mark.spec("AHP-COMP-001")
+def test_injections_and_instructions_accumulate_into_the_next_upstreams_state() -> None:
+    chain = ChainState.start(tool_after(), None, 2)
+    chain.fold(Accepted([INJECT, CONTINUE], None), UPSTREAM)
+    assert chain.wire_state() == {
+        "permission": "none",
+        "candidate": None,
+        "flow": "continue",
+        "instructions": ["keep going"],
+        "injections": [INJECT],
+    }
+    assert chain.new_injections == [INJECT] and chain.remaining == 1
+
+
+@pytest.mark.spec("AHP-COMP-001")
+def test_an_answer_without_continue_consumes_no_allowance() -> None:
+    chain = ChainState.start(tool_after(), None, 2)
+    chain.fold(Accepted([{"type": "message", "text": "hi"}], None), UPSTREAM)
+    assert chain.remaining == 2
+    unlimited = ChainState.start(tool_after(), None, None)
+    unlimited.fold(Accepted([CONTINUE], None), UPSTREAM)
+    assert unlimited.remaining is None
+
+
+@pytest.mark.spec("AHP-COMP-001")
+def test_a_later_modification_invalidates_an_earlier_result_and_approval() -> None:
+    """§8.2: relevant changes invalidate earlier approval; a supplied result does not survive an
+    edit of the arguments it answered."""
+    event = tool_before()
+    changed = {**event, "tool": {**event["tool"], "input": {"command": "ls"}}}
+    chain = ChainState.start(event, None, None)
+    chain.fold(Accepted([{"type": "allow"}, {"type": "return", "value": {"stdout": "x"}}], None), "org.example.a")
+    assert (chain.permission, chain.returned, chain.candidate) == ("allow", True, {"value": {"stdout": "x"}})
+    chain.fold(Accepted([MODIFY], changed), "org.example.b")
+    assert (chain.permission, chain.returned, chain.candidate) == ("none", False, None)
+    assert chain.wire_state() == {"permission": "none", "candidate": None}
+    assert collapse(chain, None, ["deny", "allow", "modify", "return"]) == [MODIFY]
+
+
+@pytest.mark.spec("AHP-COMP-001")
+def test_incoming_instructions_and_injections_are_kept_and_extended() -> None:
+    earlier = _inject("now")
+    state = {"permission": "none", "candidate": None, "instructions": ["first"], "injections": [earlier]}
+    chain = ChainState.start(tool_after(), state, 2)
+    chain.fold(Accepted([INJECT, CONTINUE], None), UPSTREAM)
+    wire_state = chain.wire_state()
+    assert wire_state["instructions"] == ["first", "keep going"]
+    assert wire_state["injections"] == [earlier, INJECT]
+    assert chain.new_injections == [INJECT]  # only what this chain added reaches the harness
+    assert state["instructions"] == ["first"]  # the harness's own state is not changed
