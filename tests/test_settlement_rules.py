@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.protocol import content, schemas, wire
-from gateway.settle.accept import Expectation, accept
+from gateway.settle.accept import Expectation, accept, apply_modifications, json_equal
 from gateway.settle.chain import ChainState
 from gateway.settle.collapse import collapse, synthetic_deny
 from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
@@ -386,7 +386,8 @@ def test_without_incoming_state_the_chain_starts_undecided() -> None:
 
 @pytest.mark.spec("AHP-COMP-001")
 @pytest.mark.parametrize(
-    ("flow", "chain_flow", "wire_flow"), [("none", None, "none"), ("continue", "continue", "continue"), (None, None, None)]
+    ("flow", "chain_flow", "wire_flow"),
+    [("none", None, "none"), ("continue", "continue", "continue"), (None, None, None)],
 )
 def test_an_incoming_flow_is_kept_and_echoed(flow: str | None, chain_flow: str | None, wire_flow: str | None) -> None:
     state: dict[str, Any] = {"permission": "none", "candidate": None}
@@ -458,3 +459,119 @@ def test_incoming_instructions_and_injections_are_kept_and_extended() -> None:
     assert wire_state["injections"] == [earlier, INJECT]
     assert chain.new_injections == [INJECT]  # only what this chain added reaches the harness
     assert state["instructions"] == ["first"]  # the harness's own state is not changed
+
+
+# --- staging modifications and JSON equality (found by mutation testing) ---------------------------
+
+
+@pytest.mark.spec("AHP-EDIT-001")
+@pytest.mark.parametrize(
+    ("left", "right", "equal"),
+    [
+        (True, 1, False),  # booleans are not numbers in JSON
+        (1, True, False),
+        (False, 0, False),
+        (True, True, True),
+        (False, True, False),
+        (1, 1.0, True),  # one JSON number
+        (1, 2, False),
+        ("a", "a", True),
+        ("a", "b", False),
+        (None, None, True),
+        ({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}, True),  # member order is irrelevant
+        ({"a": 1}, {"a": 2}, False),
+        ({"a": 1}, {"b": 1}, False),
+        ({"a": 1}, {"a": 1, "b": 1}, False),
+        ({"a": True}, {"a": 1}, False),
+        ([1, 2], [1, 2], True),
+        ([1, 2], [2, 1], False),  # order matters in arrays
+        ([1], [1, 2], False),
+        ([True], [1], False),
+        ([[1]], [[1]], True),
+        ([[1]], [[2]], False),
+        ({"a": 1}, [["a", 1]], False),
+        ([], {}, False),
+    ],
+)
+def test_json_equality_is_json_not_python(left: Any, right: Any, equal: bool) -> None:
+    assert json_equal(left, right) is equal
+    assert json_equal(right, left) is equal
+
+
+@pytest.mark.spec("AHP-EDIT-001")
+def test_a_modification_that_changes_nothing_stages_no_new_event() -> None:
+    event = tool_before()
+    caps = {"effects": ["modify"], "modify": {"input": {"replace": True, "merge": True}}}
+    same = {"type": "modify", "target": "input", "operation": "replace", "value": dict(event["tool"]["input"])}
+    accepted = accept(Reply(_answer(event["id"], [same])), _expect(event, caps))
+    assert isinstance(accepted, Accepted) and accepted.event is None
+    flag = {"type": "modify", "target": "input", "operation": "merge", "value": {"flag": True}}
+    accepted = accept(Reply(_answer(event["id"], [flag])), _expect(event, caps))
+    assert isinstance(accepted, Accepted) and accepted.event is not None
+    assert accepted.event["tool"]["input"] == {"command": "ls -la", "flag": True}
+    assert event["tool"]["input"] == {"command": "ls -la"}  # copy on write: the current event is untouched
+
+
+@pytest.mark.spec("AHP-EDIT-001")
+def test_merges_append_lists_and_merge_objects_and_refuse_the_wrong_shape() -> None:
+    part = {"id": "o1", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "out"}
+    extra = {**part, "id": "o2", "text": "more"}
+    after = tool_after()
+    after["items"] = [part]
+    merged = apply_modifications(after, [{"target": "output", "operation": "merge", "value": [extra]}], "tool.after")
+    assert merged is not None and merged["items"] == [part, extra] and after["items"] == [part]
+    missing = {k: v for k, v in after.items() if k != "items"}
+    merged = apply_modifications(missing, [{"target": "output", "operation": "merge", "value": [extra]}], "tool.after")
+    assert merged is not None and merged["items"] == [extra]  # merging into an absent list starts one
+    for wrong in ({"x": 1}, "text"):
+        assert (
+            apply_modifications(after, [{"target": "output", "operation": "merge", "value": wrong}], "tool.after")
+            is None
+        )
+    scalar = {**after, "items": "not a list"}
+    assert (
+        apply_modifications(scalar, [{"target": "output", "operation": "merge", "value": [extra]}], "tool.after")
+        is None
+    )
+    before = tool_before()
+    for wrong in ([1], "text"):
+        assert (
+            apply_modifications(before, [{"target": "input", "operation": "merge", "value": wrong}], "tool.before")
+            is None
+        )
+    no_input = {**before, "tool": {**before["tool"], "input": "scalar"}}
+    assert (
+        apply_modifications(no_input, [{"target": "input", "operation": "merge", "value": {}}], "tool.before") is None
+    )
+    twice = apply_modifications(
+        before,
+        [
+            {"target": "input", "operation": "merge", "value": {"a": 1}},
+            {"target": "input", "operation": "merge", "value": {"b": 2}},
+        ],
+        "tool.before",
+    )
+    assert twice is not None and twice["tool"]["input"] == {"command": "ls -la", "a": 1, "b": 2}
+    assert before["tool"]["input"] == {"command": "ls -la"} and twice["tool"] is not before["tool"]
+
+
+@pytest.mark.spec("AHP-CAP-001")
+@pytest.mark.parametrize(
+    ("caps", "effect", "reason"),
+    [
+        ({"effects": ["modify"]}, MODIFY, "unadvertised modify input/replace"),  # no modify object at all
+        ({"effects": ["modify"], "modify": {}}, MODIFY, "unadvertised modify input/replace"),
+        ({"effects": ["inject"]}, _inject("now"), "unadvertised inject delivery"),  # no inject object
+    ],
+)
+def test_a_missing_capability_object_grants_nothing(caps: dict[str, Any], effect: dict[str, Any], reason: str) -> None:
+    event = tool_before()
+    assert _reason(accept(Reply(_answer(event["id"], [effect])), _expect(event, caps))) == reason
+
+
+@pytest.mark.spec("AHP-CAP-001")
+def test_a_flow_effect_without_a_flow_capability_object_is_rejected() -> None:
+    event = tool_after()
+    assert _reason(accept(Reply(_answer(event["id"], [STOP])), _expect(event, {"effects": ["flow"]}))) == (
+        "unadvertised flow stop"
+    )
