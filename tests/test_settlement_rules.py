@@ -575,3 +575,71 @@ def test_a_flow_effect_without_a_flow_capability_object_is_rejected() -> None:
     assert _reason(accept(Reply(_answer(event["id"], [STOP])), _expect(event, {"effects": ["flow"]}))) == (
         "unadvertised flow stop"
     )
+
+
+# --- compaction edits need the inline text the upstream was shown ------------------------------------
+
+
+def _text_part(pid: str, selection: str = "body", text: str | None = "Keep decisions.") -> dict[str, Any]:
+    part: dict[str, Any] = {"id": pid, "kind": "text", "mediaType": "text/plain", "selection": selection}
+    if text is not None:
+        part["text"] = text
+    return part
+
+
+COMPACT_CAPS = {
+    "effects": ["modify", "return", "message"],
+    "modify": {"instructions": {"replace": True, "merge": True}},
+}
+
+
+def _compaction(effect: dict[str, Any], sent_parts: Any) -> Accepted | Failure:
+    from tests.test_fixtures import _event
+
+    event = _event("context.compact.before", "evt-compact", {})
+    sent = {k: v for k, v in event.items() if k != "instructions"}
+    if sent_parts is not None:
+        sent["instructions"] = sent_parts
+    expectation = _expect(event, COMPACT_CAPS)
+    expectation.sent_event = sent
+    return accept(Reply(_answer(event["id"], [effect])), expectation)
+
+
+@pytest.mark.spec("AHP-EDIT-001")
+@pytest.mark.parametrize("kind", ["modify", "return"])
+@pytest.mark.parametrize(
+    ("sent_parts", "value", "accepted"),
+    [
+        ([_text_part("i1")], [_text_part("n1", text="Summary.")], True),
+        ([_text_part("i1", "metadata", None)], [_text_part("n1", text="Summary.")], False),  # not shown the text
+        ([_text_part("i1", "omit", "leaked")], [_text_part("n1", text="Summary.")], False),  # text outside body
+        (None, [_text_part("n1", text="Summary.")], False),  # not shown at all
+        ("not parts", [_text_part("n1", text="Summary.")], False),
+        ([_text_part("i1")], [_text_part("n1", "metadata", None)], False),  # the edit itself is not inline text
+    ],
+)
+def test_compaction_edits_require_selected_inline_text(kind: str, sent_parts: Any, value: Any, accepted: bool) -> None:
+    effect = (
+        {"type": "modify", "target": "instructions", "operation": "replace", "value": value}
+        if kind == "modify"
+        else {"type": "return", "value": value}
+    )
+    outcome = _compaction(effect, sent_parts)
+    if accepted:
+        assert isinstance(outcome, Accepted), outcome
+    else:
+        assert _reason(outcome) == "compaction edits require selected inline text"
+
+
+@pytest.mark.spec("AHP-EDIT-001")
+def test_other_effects_at_a_compaction_boundary_need_no_inline_text() -> None:
+    assert isinstance(_compaction({"type": "message", "text": "compacting"}, None), Accepted)
+
+
+@pytest.mark.spec("AHP-CAP-001")
+def test_an_inject_context_without_delivery_times_grants_no_delivery() -> None:
+    event = tool_before()
+    caps = {"effects": ["inject"], "inject": {"context": {"append": True}}}
+    assert _reason(accept(Reply(_answer(event["id"], [_inject("next_turn")])), _expect(event, caps))) == (
+        "unadvertised inject delivery"
+    )
