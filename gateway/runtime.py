@@ -28,7 +28,7 @@ from gateway.credentials.discovery import DiscoveredAuth, discovered_authorizer
 from gateway.credentials.oauth import ClientCredentials
 from gateway.discovery import configuration_result, manifest_result
 from gateway.policy.backend import LocalPolicyUpstream
-from gateway.policy.library import PolicyError, load_policies
+from gateway.policy.library import PolicyError, load_policies, require_rules
 from gateway.protocol import content, schemas
 from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, matches
 from gateway.routing.cel import CelCompileError, Engine, Program
@@ -303,6 +303,7 @@ def _upstream(
     if isinstance(transport, LocalTransport):
         try:
             library = load_policies([Path(os.path.abspath(base / p)) for p in transport.policies], engine)
+            require_rules(library, transport.allowEmpty, loaded.path, (*at, "transport"))
         except PolicyError as exc:
             issues.extend(exc.issues)
             return None

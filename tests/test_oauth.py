@@ -28,7 +28,8 @@ async def auth_server(tmp_path):
     app = web.Application()
 
     async def metadata(request):
-        return web.json_response({"issuer": state["issuer"], "token_endpoint": state["issuer"] + "/token"})
+        endpoint = state.get("token_endpoint") or state["issuer"] + "/token"
+        return web.json_response({"issuer": state["issuer"], "token_endpoint": endpoint})
 
     async def token(request):
         form = await request.post()
@@ -141,3 +142,21 @@ async def test_failed_token_acquisition_never_sends_unauthenticated(
     assert body["result"]["effects"][0]["extensions"]["org.example.gateway"]["failure"] == "auth"
     assert upstream.received == []
     assert "wrong-secret-value" not in caplog.text and "wrong-secret-value" not in str(body)
+
+
+@pytest.mark.spec("AHP-SEC-001")
+async def test_a_discovered_token_endpoint_with_credentials_is_never_called(
+    gateway_factory, stub_factory, http, auth_server, monkeypatch, caplog
+):
+    monkeypatch.setenv("TEST_OAUTH_SECRET", auth_server["secret"])
+    auth_server["token_endpoint"] = auth_server["issuer"].replace("https://", "https://admin:planted-pw@") + "/token"
+    upstream = await stub_factory()
+    gw = await gateway_factory(
+        gateway_config(
+            [oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
+        )
+    )
+    _, body = await post(http, gw.url, intercept(tool_before()))
+    assert body["result"]["effects"][0]["code"] == "org.example.gateway.upstream_unavailable"
+    assert auth_server["requests"] == [] and upstream.received == []
+    assert "planted-pw" not in caplog.text

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gateway.config import yaml_source
 from gateway.config.issues import ConfigError, Issue, PathItem, json_path
 from gateway.config.models import Backend, GatewayBackend, GatewayConfig, HttpTransport, RegistrationDocument
 from gateway.protocol.events import INTERCEPTABLE, expand
@@ -49,7 +50,7 @@ class _Source:
     def __init__(self, path: Path, text: str | None = None) -> None:
         self.path = path
         self.text = path.read_text(encoding="utf-8") if text is None else text
-        self.data: Any = yaml.safe_load(self.text)
+        self.data: Any = yaml_source.parse(self.text)
         self._node: Any = None
 
     def line(self, items: tuple[PathItem, ...] | list[PathItem]) -> int | None:
@@ -74,13 +75,18 @@ class _Source:
         return int(found.start_mark.line) + 1 if found is not None else None
 
 
-def _read(path: Path, issues: list[Issue], text: str | None = None) -> _Source | None:
+def _read(path: Path, issues: list[Issue], text: str | None = None, missing: str = "file not found") -> _Source | None:
     try:
         return _Source(path, text)
     except FileNotFoundError:
-        issues.append(Issue(str(path), "$", "file not found"))
+        issues.append(Issue(str(path), "$", missing))
     except (OSError, UnicodeDecodeError) as exc:
         issues.append(Issue(str(path), "$", f"cannot read: {exc.__class__.__name__}"))
+    except yaml_source.DuplicateKeyError as exc:
+        mark = exc.problem_mark
+        assert mark is not None
+        items = yaml_source.path_to(path.read_text(encoding="utf-8") if text is None else text, mark) or []
+        issues.append(Issue(str(path), json_path(items), str(exc.problem), mark.line + 1))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "invalid YAML/JSON"

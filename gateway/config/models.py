@@ -25,6 +25,21 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 CREDENTIAL_HEADERS = frozenset(("authorization", "proxy-authorization", "cookie", "x-api-key"))
 
 
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` carries user information (``user:pass@``, ``user@``, even ``@``) in its
+    authority: a literal credential that HTTP clients send as Basic auth."""
+    rest = url.partition("://")[2] if "://" in url else url
+    authority = re.split(r"[/?#\\]", rest, maxsplit=1)[0]
+    return "@" in authority or "%40" in authority.lower()
+
+
+USERINFO_MESSAGE = (
+    "the URL carries credentials (user information before '@'), a literal secret (AHP-SEC-001); "
+    "remove them and use authentication"
+)
+"""Never echoes the URL: the credential would land in logs and ``check`` output."""
+
+
 class Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
@@ -84,6 +99,12 @@ class LogOptions(Model):
     )
     captureMaxBytes: int = Field(64 * 1024 * 1024, ge=4096, description="Rotate the capture file at this size.")
     captureFiles: int = Field(3, ge=1, le=100, description="Capture files kept, the current one included.")
+
+    @field_validator("decisions", mode="before")
+    @classmethod
+    def _off(cls, v: Any) -> Any:
+        """``false`` (JSON, or a YAML 1.1 reader's ``off``) and ``Off``/``OFF`` mean off, not a file."""
+        return "off" if v is False or (isinstance(v, str) and v.lower() == "off") else v
 
 
 class MetricsOptions(Model):
@@ -193,6 +214,13 @@ class HttpTransport(Model):
     url: str = Field(pattern=r"^https?://[^\s/?#]+")
     headers: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("url")
+    @classmethod
+    def _no_userinfo(cls, v: str) -> str:
+        if has_userinfo(v):
+            raise ValueError(USERINFO_MESSAGE)
+        return v
+
     @field_validator("headers")
     @classmethod
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
@@ -229,6 +257,9 @@ class StdioTransport(Model):
 class LocalTransport(Model):
     type: Literal["local"]
     policies: list[str] = Field(min_length=1, description="Policy files, relative to the config file.")
+    allowEmpty: bool = Field(
+        False, description="Start (and reload) even when the policy files hold no rule; otherwise that is an error."
+    )
 
 
 AnyTransport = Annotated[HttpTransport | StdioTransport | LocalTransport, Field(discriminator="type")]
@@ -272,6 +303,13 @@ class OAuthAuth(Model):
         if self.tokenEndpointAuthMethod == "private_key_jwt" and self.privateKeyRef is None:
             raise ValueError("private_key_jwt needs privateKeyRef (env:NAME or file:/path)")
         return self
+
+    @field_validator("issuer")
+    @classmethod
+    def _no_userinfo(cls, v: str) -> str:
+        if has_userinfo(v):
+            raise ValueError(USERINFO_MESSAGE)
+        return v
 
 
 AnyAuth = Annotated[BearerAuth | OAuthAuth, Field(discriminator="type")]

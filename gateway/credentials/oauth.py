@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from gateway.config.models import has_userinfo
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -131,6 +132,8 @@ class ClientCredentials:
                 continue  # RFC 8414 §3.3: the metadata must name the configured issuer
             if not endpoint.startswith("https://"):
                 raise CredentialUnavailable("token endpoint is not https")
+            if has_userinfo(endpoint):  # would be sent as a second, Basic credential; never echoed
+                raise CredentialUnavailable("token endpoint carries credentials in its URL")
             if self._endpoint_check is not None:
                 await self._endpoint_check(endpoint)
             self._endpoint = endpoint

@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
-
+from gateway.protocol import wire
 from gateway.settle.ledger import Decision, Outcome
 
 _STOP = object()
@@ -122,7 +121,7 @@ class DecisionLog:
         batch = self._batch
         if not batch:
             self._schedule_flush()
-        batch.append(orjson.dumps(record(decision, include_content=self.include_content)))
+        batch.append(wire.dumps(record(decision, include_content=self.include_content)))
         if len(batch) >= self._batch_size or self._direct:
             self.flush()
 

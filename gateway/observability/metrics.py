@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway import __version__
+from gateway.observability import process
 from gateway.protocol.events import ALL_EVENTS_SET
 
 BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -54,6 +55,8 @@ class Spec:
     help: str
     labels: tuple[str, ...] = ()
     multiprocess_mode: str = "livesum"
+    sampled: bool = False
+    """Read from the process at scrape time (process metrics), never updated by the gateway."""
 
 
 SPECS: tuple[Spec, ...] = (
@@ -202,7 +205,7 @@ SPECS: tuple[Spec, ...] = (
         "ahp_gateway_upstream_circuit_open",
         "1 while an upstream's circuit breaker is open (calls fail fast).",
         ("upstream",),
-        "max",
+        "livemax",
     ),
     Spec(
         "connections_open",
@@ -262,6 +265,46 @@ SPECS: tuple[Spec, ...] = (
         "Build information (value is always 1).",
         ("version", "python"),
         "max",
+    ),
+    Spec(
+        "process_cpu",
+        "counter",
+        "ahp_gateway_process_cpu_seconds_total",
+        "CPU time (user and system) of one gateway process.",
+        ("pid",),
+        sampled=True,
+    ),
+    Spec(
+        "process_rss",
+        "gauge",
+        "ahp_gateway_process_resident_memory_bytes",
+        "Resident memory of one gateway process.",
+        ("pid",),
+        sampled=True,
+    ),
+    Spec(
+        "process_fds",
+        "gauge",
+        "ahp_gateway_process_open_fds",
+        "Open file descriptors of one gateway process.",
+        ("pid",),
+        sampled=True,
+    ),
+    Spec(
+        "process_max_fds",
+        "gauge",
+        "ahp_gateway_process_max_fds",
+        "File descriptor limit of one gateway process.",
+        ("pid",),
+        sampled=True,
+    ),
+    Spec(
+        "process_start",
+        "gauge",
+        "ahp_gateway_process_start_time_seconds",
+        "Start time of one gateway process (Unix seconds).",
+        ("pid",),
+        sampled=True,
     ),
 )
 
@@ -399,13 +442,25 @@ class Metrics:
     upload_bytes: Any
     upstream_uploads: Any
     build_info: Any
+    process_cpu: Any
+    process_rss: Any
+    process_fds: Any
+    process_max_fds: Any
+    process_start: Any
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        self.multiprocess = multiprocess_dir() is not None
-        if self.multiprocess:
+        directory = multiprocess_dir()
+        self.multiprocess = directory is not None
+        self._publisher: process.Publisher | None = None
+        self._circuit_hooks: set[str] = set()
+        if directory is not None:
             for spec in SPECS:
-                setattr(self, spec.attr, _prometheus_family(spec, self.registry))
+                if spec.sampled:  # exported from every worker's file by process.FilesCollector
+                    setattr(self, spec.attr, _Family(spec))
+                else:
+                    setattr(self, spec.attr, _prometheus_family(spec, self.registry))
+            self._publisher = process.Publisher(directory)
         else:
             families = [_Family(spec) for spec in SPECS]
             for family in families:
@@ -453,17 +508,52 @@ class Metrics:
             self.child(self.cel_errors, expression)
 
     def circuits(self, states: dict[str, bool]) -> None:
-        """Set every circuit gauge from breaker state; drop series of upstreams that are gone."""
+        """Set every circuit gauge from breaker state; drop series of upstreams that are gone
+        (with several workers the shared files keep old values: :meth:`render` filters them)."""
+        self._circuit_hooks = set(states)
         for family, *labels in list(self._children):
             if family == id(self.circuit_open) and labels[0] not in states:
                 del self._children[(family, *labels)]
-                self.circuit_open.remove(*labels)
+                if not self.multiprocess:  # shared value files cannot forget a series: render() filters
+                    self.circuit_open.remove(*labels)
         for hook, is_open in states.items():
             self.child(self.circuit_open, hook).set(1 if is_open else 0)
 
     def render(self) -> tuple[bytes, str]:
-        if self.multiprocess:
+        directory = multiprocess_dir()
+        if self.multiprocess and directory is not None:
+            process.write(directory)  # this worker's sample is as fresh as the scrape
             registry = CollectorRegistry()
-            _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            collector = _multiprocess.MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
+            registry.register(_WithoutRemovedCircuits(collector, self._circuit_hooks))
+            helps = {spec.name: spec.help for spec in SPECS if spec.sampled}
+            registry.register(process.FilesCollector(directory, helps))
             return generate_latest(registry), CONTENT_TYPE_LATEST
+        pid = str(os.getpid())
+        values = process.sample()
+        for spec in SPECS:
+            if spec.sampled and spec.name in values:
+                getattr(self, spec.attr).labels(pid).set(values[spec.name])
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.close()
+
+
+_CIRCUIT = next(spec.name for spec in SPECS if spec.attr == "circuit_open")
+
+
+class _WithoutRemovedCircuits:
+    """The multiprocess families, minus circuit gauges of upstreams no longer configured: the
+    shared value files cannot forget a series, so the scraped worker's configuration decides."""
+
+    def __init__(self, inner: Any, keep: set[str]) -> None:
+        self._inner = inner
+        self._keep = keep
+
+    def collect(self) -> Iterator[Any]:
+        for family in self._inner.collect():
+            if family.name == _CIRCUIT:
+                family.samples = [s for s in family.samples if s.labels.get("upstream") in self._keep]
+            yield family

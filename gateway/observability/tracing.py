@@ -14,17 +14,30 @@ from typing import Any
 
 _bits = random.getrandbits
 """Ids only need to be unique, not secret; the seeded Mersenne Twister avoids a syscall per id."""
-_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_VERSION_00_LENGTH = 55
 TRACE_EXTENSION = "org.w3c.trace_context"
 
 
 def parse_traceparent(value: object) -> tuple[str, str, str] | None:
+    """(trace-id, parent-id, flags) of a valid W3C ``traceparent``, else None (a new trace).
+
+    W3C Trace Context §3.2: lowercase hex only; version ``ff`` and all-zero ids are invalid;
+    version ``00`` is exactly four fields; a later version is read as its first four fields, and
+    whatever follows them must start with ``-`` (fields a future version may add)."""
     if not isinstance(value, str):
         return None
-    match = _TRACEPARENT.match(value.strip().lower())
-    if not match or match.group(1) == "ff" or set(match.group(2)) == {"0"} or set(match.group(3)) == {"0"}:
+    value = value.strip(" \t")  # optional whitespace around an HTTP field value (RFC 9110 §5.5)
+    match = _TRACEPARENT.fullmatch(value[:_VERSION_00_LENGTH])
+    if match is None:
         return None
-    return match.group(2), match.group(3), match.group(4)
+    version, trace_id, parent_id, flags = match.groups()
+    rest = value[_VERSION_00_LENGTH:]
+    if version == "ff" or (rest and (version == "00" or rest[0] != "-")):
+        return None
+    if trace_id == "0" * 32 or parent_id == "0" * 16:
+        return None
+    return trace_id, parent_id, flags
 
 
 @dataclass(slots=True)

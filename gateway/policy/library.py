@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.config.issues import Issue, json_path
-from gateway.config.load import _Source, _validation_issues
+from gateway.config.load import _read, _validation_issues, line_of
 from gateway.config.models import REVERSE_DNS, _check_events
 from gateway.policy.facts import references_facts
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
@@ -295,13 +294,8 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
 
 
 def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:
-    try:
-        source = _Source(path)
-    except FileNotFoundError:
-        issues.append(Issue(str(path), "$", "policy file not found"))
-        return None
-    except (OSError, yaml.YAMLError) as exc:
-        issues.append(Issue(str(path), "$", f"cannot read policy file: {exc.__class__.__name__}"))
+    source = _read(path, issues, missing="policy file not found")
+    if source is None:
         return None
     try:
         spec = PolicyFileSpec.model_validate(source.data if source.data is not None else {})
@@ -335,3 +329,23 @@ def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | 
             continue
         rules.append(Rule(rule.id, path.name, spec.namespace, tuple(rule.events), program, rule, rule.fallback))
     return PolicyFile(path, spec, tuple(rules))
+
+
+def require_rules(library: Library, allow_empty: bool, config: Path, items: tuple[str | int, ...]) -> None:
+    """Refuse a local backend whose policy files hold no rule, unless ``allowEmpty: true``: moving
+    the files away must not turn a policy point into one that allows everything (at start and on
+    reload alike). ``items`` is the transport's JSON path in ``config``."""
+    if library.rules or allow_empty:
+        return
+    at = (*items, "policies")
+    raise PolicyError(
+        [
+            Issue(
+                str(config),
+                json_path(at),
+                "the policy files hold no rule, so this backend would allow everything; "
+                "fix the paths or set allowEmpty: true",
+                line_of(config, at),
+            )
+        ]
+    )

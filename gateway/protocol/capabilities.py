@@ -25,7 +25,10 @@ def narrow(harness: Caps, event_type: str) -> Caps:
     """The largest advertisement the gateway can honour for ``event_type``; never wider than
     ``harness`` (which the request schema has already validated). Harnesses send the same few
     advertisements over and over, so results are memoised; they are shared and never mutated."""
-    key = event_type.encode() + orjson.dumps(harness, option=orjson.OPT_SORT_KEYS)
+    try:
+        key = event_type.encode() + orjson.dumps(harness, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # a number beyond 64 bits (valid JSON): too rare to memoise
+        return _narrow(harness, event_type)
     found = _MEMO.get(key)
     if found is None:
         found = _narrow(harness, event_type)

@@ -19,15 +19,18 @@ evaluates its rules for one event type as a few list expressions (:class:`Batch`
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
 
+from gateway.protocol import wire
 from gateway.routing.regex_guard import guard_matches
 
 _T = cel.Type
@@ -46,6 +49,9 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
 _EARLY_EXIT_MACRO = re.compile(r"\.\s*(exists|exists_one|all)\s*\(")
 _NUL_ESCAPE = b"\\u0000"
+_OUT_OF_RANGE = "out of range for"
+_I64_MIN = -(2**63)
+_U64_MAX = 2**64 - 1
 BATCH_SIZE = 8
 """Programs per engine call in a :class:`Batch`. Larger lists save little more time but keep
 more memory per evaluation (measured with 68 rules: 8 per list 207 µs and +3.7 MB resident,
@@ -85,7 +91,10 @@ class Program:
         if value.type() == _T.BOOL:
             return bool(value.value())
         if value.type() == _T.ERROR:
-            return EvalError(str(value.value()).splitlines()[0])
+            message = str(value.value())
+            if _OUT_OF_RANGE in message and activation.widen():
+                return self.eval(activation)
+            return EvalError(message.splitlines()[0])
         return EvalError(f"expression produced {value.type().name()}, not bool")
 
 
@@ -122,11 +131,21 @@ class Batch:
 class Activation:
     """Variables for one evaluation context, converted lazily and cached by the engine."""
 
-    __slots__ = ("native", "values")
+    __slots__ = ("_env", "native", "values")
 
-    def __init__(self, native: Any, values: Mapping[str, Any]) -> None:
+    def __init__(self, native: Any, values: Mapping[str, Any], env: Any = None) -> None:
         self.native = native
         self.values = values
+        self._env = env
+
+    def widen(self) -> bool:
+        """Rebuild the engine's view with numbers beyond 64 bits as doubles (valid JSON the engine
+        cannot hold as int); False when already done. ``values`` itself is never changed."""
+        if self._env is None:
+            return False
+        self.native = self._env.Activation(sanitize(self.values))
+        self._env = None
+        return True
 
 
 class Engine:
@@ -214,9 +233,15 @@ class Engine:
     def activation(self, values: Mapping[str, Any], *, maybe_nul: bool = True) -> Activation:
         """``maybe_nul=False`` promises that no string in ``values`` contains U+0000 (the caller
         checked the raw JSON); otherwise values are scanned and sanitised."""
-        if maybe_nul and _NUL_ESCAPE in orjson.dumps(values):
-            values = sanitize(values)
-        return Activation(self._env.Activation(values), values)
+        native = values
+        if maybe_nul:
+            try:
+                needs = _NUL_ESCAPE in orjson.dumps(values)
+            except TypeError:  # numbers beyond 64 bits: widened on first use (Activation.widen)
+                needs = _NUL_ESCAPE in wire.dumps(values)
+            if needs:
+                native = sanitize(values)
+        return Activation(self._env.Activation(native), native, self._env)
 
 
 def _line_col(source: str, offset: int) -> tuple[int, int]:
@@ -233,11 +258,19 @@ def _compile_error(text: str) -> CelCompileError:
 
 
 def sanitize(value: Any) -> Any:
-    """A copy of ``value`` with U+0000 replaced by U+FFFD in every string and map key."""
+    """A copy of ``value`` with U+0000 replaced by U+FFFD in every string and map key, and numbers
+    the engine cannot hold (integers beyond 64 bits, ``Decimal``) as the nearest double."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
         return {k.replace("\x00", "\ufffd"): sanitize(v) for k, v in value.items()}
     if isinstance(value, list):
         return [sanitize(v) for v in value]
+    if type(value) is int and not _I64_MIN <= value <= _U64_MAX:
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, Decimal):
+        return float(value)
     return value

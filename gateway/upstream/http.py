@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
-import orjson
 
 from gateway.credentials.bearer import CredentialUnavailable
+from gateway.protocol import wire
 from gateway.settle.outcome import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 
@@ -46,7 +46,7 @@ class ClientPool:
                 connector=connector,
                 auto_decompress=False,
                 skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                json_serialize=lambda v: orjson.dumps(v).decode(),
+                json_serialize=lambda v: wire.dumps(v).decode(),
             )
         return self._session
 
@@ -113,7 +113,7 @@ class HttpUpstream:
             async with asyncio.timeout(timeout):
                 sent = await self._headers_for(headers)
                 async with self._pool.session.post(
-                    self.url, data=orjson.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
+                    self.url, data=wire.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
                 ) as response:
                     status = response.status
                     if status == 401 and not retried and await self._rediscover(response):

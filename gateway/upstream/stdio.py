@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from gateway import _tasks
+from gateway.protocol import wire
 from gateway.settle.outcome import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 
@@ -259,15 +258,15 @@ class StdioUpstream:
         if not answer.strip():
             return Failure(FailureClass.INVALID_RESPONSE, "no response line"), False
         try:
-            message = orjson.loads(answer)
-        except orjson.JSONDecodeError:
+            message = wire.loads(answer)
+        except wire.JSONDecodeError:
             return Failure(FailureClass.INVALID_RESPONSE, "malformed JSON line"), False
         return Reply(answer), isinstance(message, dict) and message.get("id") == rid
 
     # ------------------------------------------------------------------ the Upstream interface
     async def intercept(self, call: Call) -> Reply | Failure:
         request, timeout = call.request, call.timeout
-        line = orjson.dumps(request) + b"\n"
+        line = wire.dumps(request) + b"\n"
         if self._persistent:
             outcome = await self._on_slot(line, request["id"], timeout, answer=True)
             assert outcome is not None
@@ -304,7 +303,7 @@ class StdioUpstream:
     async def observe(
         self, message: dict[str, Any], timeout: float, headers: Mapping[str, str] | None = None
     ) -> Failure | None:
-        line = orjson.dumps(message) + b"\n"
+        line = wire.dumps(message) + b"\n"
         if self._persistent:
             outcome = await self._on_slot(line, None, timeout, answer=False)
             return outcome if isinstance(outcome, Failure) else None
