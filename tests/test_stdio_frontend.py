@@ -499,14 +499,19 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, stub_factory, fron
             }
         ],
     }
+    def observed() -> bool:
+        return {"call-1", "call-2"} <= {o["params"]["event"]["call"]["id"] for o in watcher.observed}
+
     async with harness(copy.deepcopy(registration), full=False) as hooks:
         denied = await sdk_tool_before(hooks, "git push --force", call_id="call-1")
         allowed = await sdk_tool_before(hooks, "git status", call_id="call-2")
+        if front == "persistent":  # the SDK kills a persistent backend on close: observe while it runs
+            await wait_for(observed, 20)
     assert str(getattr(denied.permission, "value", denied.permission)) == "deny", denied.diagnostics
     assert list(denied.accepted_responses)
     assert str(getattr(allowed.permission, "value", allowed.permission)) != "deny", allowed.diagnostics
     assert not allowed.diagnostics
-    await wait_for(lambda: {"call-1", "call-2"} <= {o["params"]["event"]["call"]["id"] for o in watcher.observed}, 20)
+    await wait_for(observed, 20)
 
 
 async def test_a_harness_that_closes_stdout_stops_the_front_end(gateway_factory, stub_factory):
