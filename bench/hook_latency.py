@@ -4,7 +4,7 @@
    local gateway serving the bundled default configuration (target: p50 <= 120 ms on 2 cores).
    A bare ``python -c pass`` is measured the same way for scale.
 2. In process: ``POST /native/claude-code``'s translation overhead, i.e. ``handle_native`` with
-   ``Engine.handle`` as ``decide`` versus ``Engine.handle`` on the equivalent AHP request
+   ``Gateway.handle`` as ``decide`` versus ``Gateway.handle`` on the equivalent AHP request
    (target: <= 1 ms added).
 
     python -m bench.hook_latency [--runs 50] [--calls 2000]

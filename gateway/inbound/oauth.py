@@ -17,14 +17,14 @@ import ssl
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
-from joserfc import jwt
-from joserfc.errors import BadSignatureError, DecodeError, InvalidKeyIdError, JoseError
-from joserfc.jwk import KeySet
+
+if TYPE_CHECKING:  # joserfc (with cryptography, about 9 MB) is imported only when oauth is configured
+    from joserfc.jwk import KeySet
 
 from gateway.config.models import InboundOAuth
 from gateway.credentials.oauth import _metadata_urls
@@ -124,6 +124,9 @@ class JwtAuthenticator:
 
     async def _refresh(self, *, forced: bool) -> KeySet | None:
         """Fetch the JWKS (single flight); ``forced`` (unknown kid) obeys the refetch interval."""
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
         async with self._lock:
             now = time.monotonic()
             age = now - self._fetched_at
@@ -155,6 +158,8 @@ class JwtAuthenticator:
 
     # ------------------------------------------------------------------ tokens
     async def authenticate(self, headers: Mapping[str, str]) -> Principal | Refusal:
+        from joserfc.errors import BadSignatureError, DecodeError, InvalidKeyIdError, JoseError
+
         token = bearer_credential(headers)
         if token is None:
             return Refusal(401, "missing", self._challenge)
@@ -182,6 +187,9 @@ class JwtAuthenticator:
         return self._claims(decoded)
 
     def _decode(self, token: str, keys: KeySet) -> Any:
+        from joserfc import jwt
+        from joserfc.errors import DecodeError
+
         decoded = jwt.decode(token, keys, algorithms=list(self.cfg.algorithms))
         typ = decoded.header.get("typ")
         if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES):
