@@ -81,6 +81,7 @@ def test_cancelled_normal_call_is_not_counted():
     b = CircuitBreaker(1, 5.0, Clock())
     assert b.release(b.acquire(), None) is False
     assert not b.is_open
+    assert b.acquire() == NORMAL
 
 
 def test_refused_permit_release_changes_nothing():
@@ -89,6 +90,15 @@ def test_refused_permit_release_changes_nothing():
     failing(b, 1)
     assert b.release(REFUSED, True) is False
     assert b.is_open
+
+
+def test_a_new_hook_gets_a_breaker_with_its_own_settings():
+    fresh = Breakers().for_hook("org.example.new", 2, 7.5)
+    assert (fresh.threshold, fresh.open_seconds, fresh.is_open) == (2, 7.5, False)
+    failing(fresh, 1)
+    assert not fresh.is_open
+    failing(fresh, 1)
+    assert fresh.is_open
 
 
 def test_registry_keeps_breakers_across_snapshots_and_changes_nothing_before_adopt():

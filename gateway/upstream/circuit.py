@@ -27,9 +27,7 @@ PROBE = 2
 class CircuitBreaker:
     __slots__ = ("_clock", "_failures", "_open_until", "_probing", "open_seconds", "threshold")
 
-    def __init__(
-        self, threshold: int = 5, open_seconds: float = 5.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, threshold: int, open_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.threshold = threshold
         self.open_seconds = open_seconds
         self._clock = clock
