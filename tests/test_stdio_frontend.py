@@ -499,6 +499,7 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, stub_factory, fron
             }
         ],
     }
+
     def observed() -> bool:
         return {"call-1", "call-2"} <= {o["params"]["event"]["call"]["id"] for o in watcher.observed}
 
