@@ -21,13 +21,17 @@ WORKDIR /src
 COPY . .
 
 # The container default configuration is the bundled default with both listeners on all
-# interfaces (a loopback listener is unreachable from outside a container). The policy library
-# sits next to it, where the default's relative `policies/` path points.
+# interfaces (a loopback listener is unreachable from outside a container). Off loopback an
+# unauthenticated listener must be explicit (`inbound.allowUnauthenticated`, logged as
+# UNAUTHENTICATED at start): this default is for trying the image; production mounts a
+# configuration with `inbound.auth` (the Helm chart defaults to bearer tokens from a Secret). The
+# policy library sits next to it, where the default's relative `policies/` path points.
 RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels . \
  && mkdir -p /rootfs/etc/ahp-gateway \
  && cp -R policies /rootfs/etc/ahp-gateway/policies \
  && { echo "# Container default: the bundled default configuration, listening on all interfaces."; \
       sed -e '/^#/d' -e 's/host: 127\.0\.0\.1/host: 0.0.0.0/g' gateway/data/gateway.default.yaml; \
+      echo "inbound: {allowUnauthenticated: true}   # trying the image only: mount a config with inbound.auth"; \
     } > /rootfs/etc/ahp-gateway/gateway.yaml \
  && chmod -R a+rX,go-w /rootfs
 

@@ -242,6 +242,25 @@ def test_image_builds_and_runs(built_image: tuple[Buildah, str]) -> None:
         subprocess.run([*buildah.prefix, "rm", container], capture_output=True, timeout=120, check=False)
 
 
+def _inside(root: str, path: str) -> str:
+    """``path`` with the image's own symlinks resolved inside ``root`` (``/var/run`` is a link to
+    ``/run`` on Debian): a mount point must never resolve through a link to this host."""
+    parts: list[str] = []
+    pending = list(Path(path).relative_to("/").parts)
+    for _ in range(64):
+        if not pending:
+            return "/" + "/".join(parts)
+        parts.append(pending.pop(0))
+        here = Path(root, *parts)
+        if here.is_symlink():
+            target = os.readlink(here)
+            parts.pop()
+            if target.startswith("/"):
+                parts = []
+            pending = list(Path(target.lstrip("/")).parts) + pending
+    raise AssertionError(f"{path}: too many symlinks in the image")
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -281,6 +300,17 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
     empty_dirs = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
     scratch = [m["mountPath"] for m in container_spec["volumeMounts"] if m["name"] in empty_dirs]
     assert "/tmp" in scratch
+    # Secret volumes (the inbound bearer tokens the chart requires by default), as a kubelet mounts them
+    secret_volumes = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+    secrets: list[tuple[str, Path]] = []
+    for index, mount in enumerate(m for m in container_spec["volumeMounts"] if m["name"] in secret_volumes):
+        source = tmp_path / f"secret-{index}"
+        source.mkdir()
+        keys = [item["path"] for item in secret_volumes[mount["name"]].get("items", [])] or ["tokens.yaml"]
+        for key in keys:
+            (source / key).write_text("- {sha256: '" + "0" * 64 + "', principal: {name: image-test}}\n")
+            (source / key).chmod(0o644)
+        secrets.append((mount["mountPath"], source))
     ports = {p["name"]: p["containerPort"] for p in container_spec["ports"]}
     user = f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
     env = [f"{e['name']}={e['value']}" for e in container_spec.get("env", []) if "value" in e]
@@ -300,6 +330,9 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
             for depth in range(1, len(parts) + 1):
                 assert not Path(merged, *parts[:depth]).is_symlink(), f"{path}: /{Path(*parts[:depth])} is a symlink"
             Path(merged, *parts).mkdir(parents=True, exist_ok=True)
+        secrets = [(_inside(merged, path), source) for path, source in secrets]
+        for path, _ in secrets:
+            Path(merged, *Path(path).relative_to("/").parts).mkdir(parents=True, exist_ok=True)
         script = " && ".join(
             [
                 "ip link set lo up",
@@ -309,6 +342,10 @@ def test_image_serves_the_chart_config_read_only_and_non_root(
                 *(f"mount -t tmpfs -o size=64m,mode=1777 tmpfs {root}{path}" for path in scratch),
                 f"mount --bind {config_dir} {root}/etc/ahp-gateway",
                 f"mount -o remount,bind,ro {root}/etc/ahp-gateway",
+                *(
+                    f"mount --bind {source} {root}{path} && mount -o remount,bind,ro {root}{path}"
+                    for path, source in secrets
+                ),
                 shlex.join(
                     ["exec", "chroot", f"--userspec={user}", str(root), "env", "-i", *image_env, *env, *command]
                 ),
