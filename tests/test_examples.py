@@ -48,7 +48,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_examples_are_all_here() -> None:
-    assert {p.parent.name for p in CONFIGS} == {"chain", "tenants", "shadow", "registration", "replay"}
+    assert {p.parent.name for p in CONFIGS} == {"chain", "tenants", "shadow", "registration", "replay", "docker"}
     assert set(EXPECTED_RULES) == {p.name for p in EVENTS}
 
 
