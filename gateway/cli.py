@@ -210,24 +210,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
             try:
                 return await explain_call(snap, request, principal)
             finally:
-                for upstream in snap.upstreams:
-                    await upstream.aclose()
-                await _pool_of(snap).aclose()
+                await snap.aclose()
 
         for line in asyncio.run(call()):
             print(line)
     return 0
-
-
-def _pool_of(snap: object) -> Any:
-    from gateway.upstream.http import HttpUpstream
-
-    for upstream in getattr(snap, "upstreams", ()):
-        if isinstance(upstream, HttpUpstream):
-            return upstream._pool
-    from gateway.upstream.http import ClientPool
-
-    return ClientPool()
 
 
 def build_parser() -> argparse.ArgumentParser:

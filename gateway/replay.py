@@ -285,11 +285,7 @@ class Decider:
     async def aclose(self) -> None:
         await self.gateway.drain(1.0)
         await self.gateway.aclose()
-        for upstream in self.original.upstreams:
-            await upstream.aclose()
-        pool = next((getattr(u, "_pool", None) for u in self.original.upstreams if hasattr(u, "_pool")), None)
-        if pool is not None:
-            await pool.aclose()
+        await self.original.aclose()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -84,7 +84,17 @@ class RuntimeConfig:
     """Intercepts served at once before answering -32003 (0: unbounded)."""
     breakers: tuple[tuple[str, CircuitBreaker, int, float], ...]
     """(hook id, breaker, failure threshold, open seconds) per remote upstream."""
+    pool: ClientPool
+    """The HTTP client pool its upstreams (and their credentials) use."""
     expression_ids: tuple[str, ...] = ()
+
+    async def aclose(self) -> None:
+        """Close what a snapshot built for one command (``explain --call``, ``replay``) opened:
+        its upstreams, then their pool. A server closes upstreams per snapshot and the pool once."""
+        for upstream in self.upstreams:
+            with contextlib.suppress(Exception):
+                await upstream.aclose()
+        await self.pool.aclose()
 
 
 class RuntimeHolder:
@@ -100,9 +110,12 @@ class RuntimeHolder:
     def acquire(self) -> RuntimeConfig:
         """The snapshot a new request runs on; give it back with :meth:`release`."""
         snap = self.current
+        self._enter(snap)
+        return snap
+
+    def _enter(self, snap: RuntimeConfig) -> None:
         key = id(snap)
         self._users[key] = self._users.get(key, 0) + 1
-        return snap
 
     def release(self, snap: RuntimeConfig) -> None:
         key = id(snap)
@@ -114,8 +127,7 @@ class RuntimeHolder:
 
     def hold(self, snap: RuntimeConfig) -> Callable[[], None]:
         """One more user of ``snap`` (a queued observation); call the result to release it."""
-        key = id(snap)
-        self._users[key] = self._users.get(key, 0) + 1
+        self._enter(snap)
         return lambda: self.release(snap)
 
     def users(self, snap: RuntimeConfig) -> int:
@@ -267,6 +279,7 @@ def build(
         observe_timeout=cfg.observe.timeoutMs / 1000,
         max_inflight=cfg.limits.maxInflight,
         breakers=tuple(hook_breakers),
+        pool=pool,
         expression_ids=tuple(expression_ids),
     )
 

@@ -76,7 +76,7 @@ class Intercepts:
         if shadows:
             chosen = select(shadows, activation, self.cel_error)[0]
             if chosen:
-                self.shadows.launch(snap, chosen, req.id, req.version, event, caps, state0, activation)
+                self.shadows.launch(snap, chosen, req, caps, state0, activation)
         settlement: Settlement | None = None
         if selected and state0["permission"] != "deny" and state0.get("flow") != "stop":
             settlement = await self._chain(snap, req, selected, caps, state0, activation, trace, principal)

@@ -12,6 +12,7 @@ from typing import Any
 from gateway import _tasks
 from gateway.pipeline.call import call_upstream
 from gateway.pipeline.chain import expectation, request
+from gateway.pipeline.frontend import Intercept
 from gateway.protocol.capabilities import remaining_continuations
 from gateway.routing.cel import Activation
 from gateway.runtime import Route, RuntimeConfig
@@ -38,17 +39,16 @@ class Shadows:
         self,
         snap: RuntimeConfig,
         routes: list[Route],
-        rid: Any,
-        version: str,
-        event: dict[str, Any],
+        req: Intercept,
         caps: dict[str, Any],
         state: dict[str, Any],
         activation: Activation | None,
     ) -> None:
+        """Call ``routes`` in the background with the harness's event, ``caps`` narrowed for it
+        and its incoming ``state``."""
+        chain = ChainState.start(req.event, state, remaining_continuations(caps))  # read-only here
         for route in routes:
-            task = _tasks.spawn(
-                self._shadow(snap, route, rid, version, event, caps, state, activation), name=f"shadow-{route.key}"
-            )
+            task = _tasks.spawn(self._shadow(snap, route, req, caps, chain, activation), name=f"shadow-{route.key}")
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
@@ -56,20 +56,17 @@ class Shadows:
         self,
         snap: RuntimeConfig,
         route: Route,
-        rid: Any,
-        version: str,
-        event: dict[str, Any],
+        req: Intercept,
         caps: dict[str, Any],
-        state: dict[str, Any],
+        chain: ChainState,
         activation: Activation | None,
     ) -> None:
-        chain = ChainState.start(event, state, remaining_continuations(caps))
-        req = request(snap, route, rid, version, event, caps, chain.wire_state())
-        call = Call(req, min(route.timeout, snap.deadline), activation, None)
-        settled = await call_upstream(route, call, expectation(snap, req, chain), self.telemetry.circuit)
+        request_ = request(snap, route, req.id, req.version, req.event, caps, chain.wire_state())
+        call = Call(request_, min(route.timeout, snap.deadline), activation, None)
+        settled = await call_upstream(route, call, expectation(snap, request_, chain), self.telemetry.circuit)
         verdict = "error" if isinstance(settled, Failure) else outcome_of(settled.effects).value
         self.telemetry.shadow(route.hook_id, verdict)
-        log.info("shadow %s verdict=%s event=%s", route.hook_id, verdict, event["id"])
+        log.info("shadow %s verdict=%s event=%s", route.hook_id, verdict, req.event["id"])
 
     async def drain(self, deadline: float) -> None:
         while self._running and time.monotonic() < deadline:
