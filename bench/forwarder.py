@@ -10,8 +10,9 @@ Server stacks (``--server``):
 - ``granian-embed``: granian's embedded server (``granian.server.embed.Server``) started inside
   an asyncio (uvloop) loop this process owns, the way an application keeps its own lifecycle.
 
-Upstream clients (``--client``): ``aiohttp`` (one ``ClientSession``) or ``pyreqwest`` (one
-``pyreqwest`` client, Rust reqwest/hyper).
+Upstream clients (``--client``): ``aiohttp`` (one ``ClientSession``), ``pyreqwest`` (one
+``pyreqwest`` client, Rust reqwest/hyper) or ``h1`` (the gateway's own pooled HTTP/1.1 client on
+httptools, :mod:`gateway.upstream.h1`).
 
     python -m bench.forwarder --port 9000 --upstream http://127.0.0.1:9001/ [--server S] [--client C]
 """
@@ -71,7 +72,24 @@ def pyreqwest_client(upstream: str) -> tuple[Forward, Callable[[], Awaitable[Non
     return forward, client.close
 
 
-CLIENTS = {"aiohttp": aiohttp_client, "pyreqwest": pyreqwest_client}
+def h1_client(upstream: str) -> tuple[Forward, Callable[[], Awaitable[None]]]:
+    """The gateway's own upstream client (``gateway.upstream.h1``)."""
+    from gateway.upstream.h1 import H1Client, Target
+
+    client = H1Client(limit_per_host=256, keepalive=30.0)
+    target = Target(upstream, {"Content-Type": _JSON, "Accept": _JSON}, None)
+
+    async def forward(body: bytes) -> tuple[int, bytes]:
+        response = await client.post(target, b"", body, limit=64 * 1024 * 1024)
+        return response.status, response.body or b""
+
+    async def close() -> None:
+        client.close()
+
+    return forward, close
+
+
+CLIENTS = {"aiohttp": aiohttp_client, "pyreqwest": pyreqwest_client, "h1": h1_client}
 
 
 # ------------------------------------------------------------------------------------ aiohttp

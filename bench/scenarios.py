@@ -147,7 +147,7 @@ class Scenario:
     server: str = "aiohttp"
     """Forwarders: the server stack (aiohttp | granian | granian-embed, see bench/forwarder.py)."""
     client: str = "aiohttp"
-    """Forwarders: the upstream client (aiohttp | pyreqwest)."""
+    """Forwarders: the upstream client (aiohttp | pyreqwest | h1, the gateway's own)."""
     no_read: bool = False
     """Stub under test: answer without reading the request body."""
     front: str = "aiohttp"
@@ -208,6 +208,13 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
         "forwarder",
         stubs=1,
         server="granian-embed",
+    ),
+    Scenario(
+        "F6",
+        "load → aiohttp server + the gateway's h1 client forwarder → stub (the gateway's own HTTP stack)",
+        "forwarder",
+        stubs=1,
+        client="h1",
     ),
     Scenario("S2g", "load → gateway on the granian front end → 1 upstream", "gateway", stubs=1, front="granian"),
 )

@@ -257,3 +257,27 @@ def test_an_at_sign_after_the_authority_is_not_a_credential(tmp_path):
     cfg = json.loads(json.dumps(BASE))
     cfg["hooks"][0]["transport"]["url"] = "http://127.0.0.1:8801/team@example/hook?who=a@b#x@y"
     load(_write(tmp_path, cfg))
+
+
+# --- upstream headers the HTTP binding writes itself ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("Host", "evil.example"),
+        ("content-length", "0"),
+        ("Transfer-Encoding", "chunked"),
+        ("Connection", "close"),
+        ("Content-Type", "text/plain"),
+        ("X-Trace", "a\x00b"),
+    ],
+)
+def test_upstream_headers_cannot_reframe_the_request(tmp_path, name, value):
+    """AHP-HTTP-001: a configured header may not duplicate or contradict the framing and media
+    type the binding writes (request smuggling toward the upstream), nor hold a NUL."""
+    cfg = json.loads(json.dumps(BASE))
+    cfg["hooks"][0]["transport"]["headers"] = {name: value}
+    (issue,) = _issues(_write(tmp_path, cfg))
+    assert "$.hooks[0].transport.headers" in issue
+    assert len(value) < 2 or value not in issue  # the value is never echoed

@@ -23,6 +23,12 @@ SECRET_FIELDS = frozenset(
 SELECTION = Literal["body", "metadata", "omit"]
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 CREDENTIAL_HEADERS = frozenset(("authorization", "proxy-authorization", "cookie", "x-api-key"))
+BINDING_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect"}
+    | {"content-type", "accept"}
+)
+"""Headers the HTTP binding itself writes (framing and media type): a configured one would
+duplicate or contradict them."""
 
 
 def has_userinfo(url: str) -> bool:
@@ -229,8 +235,10 @@ class HttpTransport(Model):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in CREDENTIAL_HEADERS:
                 raise ValueError(f"header {name!r} would carry a literal credential (AHP-SEC-001); use authentication")
-            if "\r" in value or "\n" in value:
-                raise ValueError(f"header {name!r} contains CR/LF")
+            if name.lower() in BINDING_HEADERS:
+                raise ValueError(f"header {name!r} is written by the HTTP binding itself")
+            if "\r" in value or "\n" in value or "\x00" in value:
+                raise ValueError(f"header {name!r} contains CR, LF or NUL")
         return v
 
 

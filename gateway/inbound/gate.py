@@ -8,6 +8,7 @@ refusal is counted by reason; no credential ever reaches a log line, metric or a
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -32,7 +33,9 @@ class Peer:
     """The client certificate verified during the TLS handshake (never from a header)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def is_loopback(host: str | None) -> bool:
+    """Peer addresses repeat (one per connection, many requests each): parsed once."""
     if not host:
         return False
     if host == "localhost":

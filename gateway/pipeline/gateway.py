@@ -82,7 +82,7 @@ class Gateway:
         self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
     ) -> bytes | None:
         """One harness message; the answer, or None for a notification (never answered)."""
-        if maybe_v01(body) and v01.VERSION in self.holder.current.versions:
+        if v01.VERSION in self.holder.current.versions and maybe_v01(body):
             answer = await self._bridge.handle(body, headers, principal)
         else:
             answer = await self.handle_draft(body, headers, principal)

@@ -368,6 +368,16 @@ class _Decoder:
 async def read_body(stream: StreamReader, *, limit: int, coding: str | None, timeout: float) -> bytes:
     """The request body, decoded, at most ``limit`` bytes on the wire and after decoding, read
     within ``timeout`` seconds; otherwise :class:`BodyRejected`."""
+    if coding is None and stream.is_eof():
+        # The whole body is already buffered (the common case for a hook request): nothing to
+        # wait for, so no timer; the size is checked on what arrived.
+        try:
+            body = await stream.read()
+        except RequestPayloadError:
+            raise BodyRejected(400, "malformed request body framing") from None
+        if len(body) > limit:
+            raise BodyRejected(413, f"body exceeds {limit} bytes")
+        return body
     decoder = _Decoder(coding, limit) if coding is not None else None
     chunks: list[bytes] = []
     size = 0

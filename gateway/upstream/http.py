@@ -1,5 +1,5 @@
 """AHP over HTTP toward one upstream (AHP-HTTP-001): POST one JSON object, no redirects, bounded
-answers, one pooled keep-alive ``aiohttp.ClientSession`` shared by every upstream."""
+answers, over the process's pooled keep-alive HTTP/1.1 client (:mod:`gateway.upstream.h1`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gateway.credentials.bearer import CredentialUnavailable
 from gateway.protocol import wire
 from gateway.settle.outcome import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
+from gateway.upstream.h1 import AnswerTooLarge, H1Client, ProtocolError, Response, Target, header_block
 
 _JSON = "application/json"
 DELIVERED = frozenset({202, 204})
@@ -25,12 +26,22 @@ class Authorizer(Protocol):
 
 
 class ClientPool:
-    """The process-wide client session, created inside the running loop and closed once."""
+    """The process-wide upstream clients, created inside the running loop and closed once: the
+    lean HTTP/1.1 client of intercepts and observe deliveries (:mod:`gateway.upstream.h1`), and
+    an aiohttp session for everything off the hot path (credential discovery, token requests,
+    upload forwarding)."""
 
     def __init__(self, *, limit_per_host: int = 256, keepalive: float = 30.0) -> None:
         self._limit = limit_per_host
         self._keepalive = keepalive
         self._session: aiohttp.ClientSession | None = None
+        self._h1: H1Client | None = None
+
+    @property
+    def h1(self) -> H1Client:
+        if self._h1 is None:
+            self._h1 = H1Client(limit_per_host=self._limit, keepalive=self._keepalive)
+        return self._h1
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -51,6 +62,9 @@ class ClientPool:
         return self._session
 
     async def aclose(self) -> None:
+        if self._h1 is not None:
+            self._h1.close()
+            self._h1 = None
         if self._session is not None and not self._session.closed:
             await self._session.close()
 
@@ -70,22 +84,21 @@ class HttpUpstream:
     ) -> None:
         self.url = url
         self._pool = pool
-        self._headers = {**static_headers, "Content-Type": _JSON, "Accept": _JSON}
         self._authorizer = authorizer
         self._max = max_response_bytes
-        self._ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None  # replaces the trust store
+        self._target = Target(url, {**static_headers, "Content-Type": _JSON, "Accept": _JSON}, context)
 
-    async def _headers_for(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+    async def _headers_for(self, extra: Mapping[str, str] | None) -> bytes:
+        """The per-call header lines: trace context and the current credential."""
         if not extra and self._authorizer is None:
-            return self._headers  # shared and never mutated: aiohttp copies it
-        headers = dict(self._headers)
-        if extra:
-            headers.update(extra)
+            return b""
+        headers = dict(extra) if extra else {}
         if self._authorizer is not None:
             value = await self._authorizer.authorization()
             if value:  # None: no credential yet (RFC 9728 discovery happens on a 401)
                 headers["Authorization"] = value
-        return headers
+        return header_block(headers)
 
     async def intercept(self, call: Call) -> Reply | Failure:
         outcome = await self._post(call.request, call.timeout, call.headers, answer=True)
@@ -112,43 +125,36 @@ class HttpUpstream:
         try:
             async with asyncio.timeout(timeout):
                 sent = await self._headers_for(headers)
-                async with self._pool.session.post(
-                    self.url, data=wire.dumps(message), headers=sent, allow_redirects=False, ssl=self._ssl
-                ) as response:
-                    status = response.status
-                    if status == 401 and not retried and await self._rediscover(response):
-                        return await self._post(message, timeout, headers, answer=answer, retried=True)
-                    if not answer:
-                        if not response.content.at_eof():
-                            response.close()  # unread bytes: drop the connection rather than drain it
-                        return b"" if status in DELIVERED else self._status_failure(status)
-                    if status != 200:
-                        return self._status_failure(status)
-                    length = response.content_length
-                    if length is not None:
-                        if length > self._max:
-                            return Failure(FailureClass.TOO_LARGE, f"answer of {length} bytes")
-                        return await response.read()
-                    body = await read_bounded(response.content, self._max)
-                    if body is None:
-                        return Failure(FailureClass.TOO_LARGE, f"answer over {self._max} bytes")
-                    return body
+                response = await self._pool.h1.post(
+                    self._target, sent, wire.dumps(message), limit=self._max, want_body=answer
+                )
+                status = response.status
+                if status == 401 and not retried and await self._rediscover(response):
+                    return await self._post(message, timeout, headers, answer=answer, retried=True)
+                if not answer:
+                    return b"" if status in DELIVERED else self._status_failure(status)
+                if status != 200 or response.body is None:
+                    return self._status_failure(status)
+                return response.body
         except CredentialUnavailable as exc:
             return Failure(FailureClass.AUTH, str(exc))
         except TimeoutError:
             return Failure(FailureClass.TIMEOUT, f"no answer within {timeout * 1000:.0f} ms")
-        except (aiohttp.ClientConnectionError, OSError) as exc:
+        except AnswerTooLarge as exc:
+            return Failure(FailureClass.TOO_LARGE, str(exc))
+        except ProtocolError as exc:
+            return Failure(FailureClass.INVALID_RESPONSE, str(exc))
+        except OSError as exc:
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
-        except aiohttp.ClientError as exc:
-            return Failure(FailureClass.INVALID_RESPONSE, exc.__class__.__name__)
+        except ValueError as exc:  # a per-call header that would inject a line (never echoed)
+            return Failure(FailureClass.INTERNAL, str(exc))
 
-    async def _rediscover(self, response: aiohttp.ClientResponse) -> bool:
+    async def _rediscover(self, response: Response) -> bool:
         """Discovered credentials (gateway.credentials.discovery) get one retry after a 401."""
         retry = getattr(self._authorizer, "on_unauthorized", None)
         if retry is None:
             return False
-        response.release()
-        return bool(await retry(response.headers.get("WWW-Authenticate")))
+        return bool(await retry(response.headers.get("www-authenticate")))
 
     def _status_failure(self, status: int) -> Failure:
         if status in (401, 403):
@@ -160,15 +166,3 @@ class HttpUpstream:
 
     async def aclose(self) -> None:
         """The session belongs to the pool, not to this upstream."""
-
-
-async def read_bounded(stream: aiohttp.StreamReader, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it exceeds ``limit`` bytes (never buffered beyond)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in stream.iter_chunked(65536):
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
