@@ -8,7 +8,7 @@ hardest to keep, on loopback, in a few seconds:
 3. no redirects are followed; 4. an answer is never read beyond a bound (streamed read, stop at
    4 MiB of a 64 MiB answer).
 
-    python -m bench.client_probe            # aiohttp and pyreqwest, one line per check
+    python -m bench.client_probe            # aiohttp, pyreqwest and h1 (the gateway's), one line per check
 """
 
 from __future__ import annotations
@@ -137,6 +137,29 @@ def pyreqwest_candidate() -> tuple[Post, Callable[[str, int], Awaitable[int]], C
     return post, stream, close
 
 
+def h1_candidate() -> tuple[Post, Callable[[str, int], Awaitable[int]], Callable[[], Awaitable[None]]]:
+    """The gateway's own client (gateway.upstream.h1); its bound is the answer limit itself."""
+    from gateway.upstream.h1 import AnswerTooLarge, H1Client, Target
+
+    client = H1Client()
+
+    async def post(url: str, ca_file: str | None) -> int:
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        return (await client.post(Target(url, {}, context), b"", b"{}", limit=BOUND)).status
+
+    async def stream(url: str, bound: int) -> int:
+        try:
+            response = await client.post(Target(url, {}, None), b"", b"{}", limit=bound)
+        except AnswerTooLarge:
+            return bound  # failed the moment the answer passed the bound
+        return len(response.body or b"")
+
+    async def close() -> None:
+        client.close()
+
+    return post, stream, close
+
+
 async def probe(name: str, make: Callable[[], Any], tmp: Path) -> list[str]:
     import trustme
 
@@ -198,7 +221,7 @@ async def probe(name: str, make: Callable[[], Any], tmp: Path) -> list[str]:
 
 
 async def main() -> None:
-    candidates = {"aiohttp": aiohttp_candidate, "pyreqwest": pyreqwest_candidate}
+    candidates = {"aiohttp": aiohttp_candidate, "pyreqwest": pyreqwest_candidate, "h1": h1_candidate}
     for name, make in candidates.items():
         with tempfile.TemporaryDirectory() as tmp:
             try:

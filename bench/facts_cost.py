@@ -1,5 +1,6 @@
-"""Per-event cost of policy facts, in-process: computing the facts of an event, and evaluating the
-shipped library with them (what the local backend does per call).
+"""Per-event cost of policy facts, in-process: computing the facts of an event (a command seen for
+the first time, and a repeated one answered from the parse cache), and evaluating the shipped
+library with them (what the local backend does per call, first-time commands).
 
     python -m bench.facts_cost [--baseline DIR] [--rounds N]
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.policy.cases import complete_event, default_capabilities
-from gateway.policy.facts import for_event, with_facts
+from gateway.policy.facts import for_event, shell, with_facts
 from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import Engine
 
@@ -63,6 +64,20 @@ def evaluate_cost(engine: Engine, library: Library, event: dict[str, Any], round
     return _time(once, rounds)
 
 
+def _uncached(event: dict[str, Any]) -> dict[str, Any]:
+    shell._cache.clear()  # a command never seen before
+    return for_event(event)
+
+
+def _uncached_cost(engine: Engine, library: Library, event: dict[str, Any], rounds: int) -> float:
+    shell._cache.clear()
+    saved, shell.CACHE_ENTRIES = shell.CACHE_ENTRIES, 0  # every parse misses
+    try:
+        return evaluate_cost(engine, library, event, rounds)
+    finally:
+        shell.CACHE_ENTRIES = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--baseline", type=Path)
@@ -71,13 +86,15 @@ def main() -> None:
     engine = Engine()
     library = load_policies([REPO / "policies"], engine)
     baseline = load_policies([args.baseline], engine) if args.baseline else None
-    header = f"{'event':<12} {'facts µs':>9} {'library µs':>11}" + (f" {'baseline µs':>12}" if baseline else "")
+    header = f"{'event':<12} {'facts µs':>9} {'repeated µs':>12} {'library µs':>11}"
+    header += f" {'baseline µs':>12}" if baseline else ""
     print(header)
     for label, tool in EVENTS.items():
         event = _event(tool)
-        facts = _time(lambda event=event: for_event(event), args.rounds)
-        total = evaluate_cost(engine, library, event, args.rounds)
-        row = f"{label:<12} {facts:>9.1f} {total:>11.1f}"
+        repeated = _time(lambda event=event: for_event(event), args.rounds)
+        facts = _time(lambda event=event: _uncached(event), args.rounds)
+        total = _uncached_cost(engine, library, event, args.rounds)
+        row = f"{label:<12} {facts:>9.1f} {repeated:>12.1f} {total:>11.1f}"
         if baseline is not None:
             row += f" {evaluate_cost(engine, baseline, event, args.rounds):>12.1f}"
         print(row)

@@ -28,6 +28,7 @@ from gateway.credentials.discovery import DiscoveredAuth, discovered_authorizer
 from gateway.credentials.oauth import ClientCredentials
 from gateway.discovery import configuration_result, manifest_result
 from gateway.policy.backend import LocalPolicyUpstream
+from gateway.policy.facts import derived_variables, references_facts
 from gateway.policy.library import PolicyError, load_policies, require_rules
 from gateway.protocol import content, schemas
 from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, matches
@@ -275,6 +276,16 @@ def build(
                 if any(r.when or r.upstream.kind == "local" for r in routes)
             ),
             any(r.when for routes in frozen_observe.values() for r in routes),
+            derive=derived_variables,
+            derive_events=frozenset(
+                event
+                for event, routes in (*frozen_intercept.items(), *frozen_shadow.items())
+                if any(
+                    any(references_facts(p.source) for p in r.when)
+                    or (isinstance(r.upstream, LocalPolicyUpstream) and r.upstream.library.uses_facts)
+                    for r in routes
+                )
+            ),
         ),
         observe_timeout=cfg.observe.timeoutMs / 1000,
         max_inflight=cfg.limits.maxInflight,

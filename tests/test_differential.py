@@ -18,9 +18,10 @@ from gateway.server.app import GatewayServer
 from tests.conftest import gateway_config
 from tests.sdk_peers import SdkBackend, harness, registration, serve_backends, settled, tool_before
 
-TIMEOUT_MS = 1000
-SLOW_S = 1.3
-# generous: the SDK harness needs tens of ms per call, more on a loaded CI machine
+TIMEOUT_MS = 2000
+SLOW_S = 2.6
+# generous: the SDK harness needs tens of ms per call, and a loaded 2-core CI machine can stretch
+# that past a second; a backend that answers must never be mistaken for one that timed out
 
 _text = st.sampled_from(["a", "b", "c"])
 _value = st.dictionaries(
@@ -112,13 +113,13 @@ async def _run(
                 for i, u, (_, p) in zip(ids, urls, scenario, strict=True)
             ]
         )
-        cfg["limits"]["deadlineMs"] = 6000
+        cfg["limits"]["deadlineMs"] = 4 * TIMEOUT_MS + 4000  # four timeouts in series still settle
         path = workdir / "gateway.yaml"
         path.write_text(yaml.safe_dump(cfg))
         server = GatewayServer(load(path))
         await server.start()
         try:
-            reg = registration([("org.example.gateway", server.url, "fail-closed", 8000)])
+            reg = registration([("org.example.gateway", server.url, "fail-closed", 4 * TIMEOUT_MS + 8000)])
             async with harness(reg) as hooks:
                 via = settled(await tool_before(hooks, "git status"))
         finally:

@@ -406,3 +406,27 @@ def test_any_requoting_parses_as_bash_reads_it(words, data):
     )
     assert out.stdout.decode().split("\0")[:-1] == words
     assert one(text)["argv"][2:] == words
+
+
+def test_parse_cache_returns_a_fresh_copy_keyed_by_every_input() -> None:
+    """Repeated commands come from the bounded cache: equal facts, never a shared object (a
+    consumer that changed one could not change the next request's), and the cwd is part of the key."""
+    from gateway.policy.facts import shell
+
+    first, _ = shell.parse_command("rm -rf build", "/work/a", "/home/u")
+    first[0]["argv"].append("tampered")
+    again, _ = shell.parse_command("rm -rf build", "/work/a", "/home/u")
+    assert "tampered" not in again[0]["argv"]
+    elsewhere, _ = shell.parse_command("rm -rf build", "/work/b", "/home/u")
+    assert again[0]["paths"] != elsewhere[0]["paths"]
+
+
+def test_parse_cache_is_bounded_and_skips_long_commands() -> None:
+    from gateway.policy.facts import shell
+
+    for i in range(shell.CACHE_ENTRIES + 50):
+        shell.parse_command(f"echo {i}", "/w", "/home/u")
+    assert len(shell._cache) <= shell.CACHE_ENTRIES
+    long = "echo " + "x" * shell.CACHE_MAX_TEXT
+    facts, _ = shell.parse_command(long, "/w", "/home/u")
+    assert facts and (long, "/w", "/home/u") not in shell._cache

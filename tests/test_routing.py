@@ -89,3 +89,16 @@ async def test_routing_is_evaluated_for_observations_too(gateway_factory, stub_f
     await wait_for(lambda: len(audit.observed) == 1)
     await gw.gateway.drain(2)
     assert [o["params"]["event"]["tool"]["name"] for o in audit.observed] == ["shell"]
+
+
+async def test_routing_can_read_the_parsed_facts_and_quoting_does_not_evade_it(gateway_factory, stub_factory, http):
+    """A ``when`` on ``facts`` sees the parsed command (quotes, wrappers, ``bash -c``), not the
+    raw string: the evasions route like the plain spelling, a mere mention of ``rm`` does not."""
+    guard = await stub_factory()
+    when = 'facts.commands.exists(c, c.program == "rm")'
+    gw = await gateway_factory(gateway_config([hook("org.example.rm-guard", guard.url, when=when)]))
+    routed = ["rm -rf /tmp/x", '"r""m" -rf /tmp/x', "sudo -u root rm x", "bash -c 'rm -rf x'", "\\rm x"]
+    for command in [*routed, "echo rm -rf", "grep rm notes.txt"]:
+        status, _ = await post(http, gw.url, intercept(tool_before(command)))
+        assert status == 200
+    assert [r["params"]["event"]["tool"]["input"]["command"] for r in guard.received] == routed

@@ -9,7 +9,7 @@ plain forwarding never pays for CEL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.protocol.methods import INTERCEPT, OBSERVE
@@ -18,13 +18,16 @@ from gateway.routing.cel import Activation, Engine
 _NUL_ESCAPE = b"\\u0000"
 NO_PRINCIPAL: Mapping[str, Any] = {}
 DERIVED = frozenset(("facts",))
-"""Variables computed from ``event`` (by the local policy backend, only when its rules read them)."""
+"""Variables computed from ``event`` (only for the event types whose local rules read them)."""
+Derive = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+"""The derived variables of one event (``{"facts": ...}``), supplied by the snapshot builder so
+routing never imports the policy package."""
 
 
 class ContextBuilder:
     """Per snapshot: the engine, the header allow-list and the events that need CEL."""
 
-    __slots__ = ("_allowed", "_engine", "intercept_events", "observe_needed")
+    __slots__ = ("_allowed", "_derive", "_derive_events", "_engine", "intercept_events", "observe_needed")
 
     def __init__(
         self,
@@ -32,9 +35,15 @@ class ContextBuilder:
         header_allowlist: frozenset[str],
         intercept_events: frozenset[str],
         observe_needed: bool,
+        derive: Derive | None = None,
+        derive_events: frozenset[str] = frozenset(),
     ) -> None:
         self._engine = engine
         self._allowed = header_allowlist
+        self._derive = derive
+        self._derive_events = derive_events
+        """Event types whose activation carries the derived variables, computed once per request
+        into the one activation (a local backend's rules then read it as it is)."""
         self.intercept_events = intercept_events
         """Event types whose intercepts need an activation (a ``when`` or a local backend)."""
         self.observe_needed = observe_needed
@@ -74,6 +83,8 @@ class ContextBuilder:
             return None
         values = self.variables(INTERCEPT, version, capabilities, headers, principal)
         values["event"] = event
+        if self._derive is not None and event["type"] in self._derive_events:
+            values.update(self._derive(event))
         maybe_nul = raw is None or _NUL_ESCAPE in raw or b"\x00" in raw
         return self._engine.activation(values, maybe_nul=maybe_nul)
 

@@ -28,7 +28,7 @@ from typing import Any
 from gateway.policy.facts import paths as pathmod
 from gateway.policy.facts import shell, tools
 
-__all__ = ["describe_facts", "for_event", "references_facts", "with_facts"]
+__all__ = ["derived_variables", "describe_facts", "for_event", "references_facts", "with_facts"]
 
 _REFERENCE = re.compile(r"\bfacts\b")
 
@@ -95,8 +95,17 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def derived_variables(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The variables the request's CEL activation derives from ``event``
+    (:class:`gateway.routing.context.ContextBuilder`), so the facts are computed once and the
+    activation is converted once."""
+    return {"facts": for_event(event)}
+
+
 def with_facts(engine: Any, activation: Any, uses: bool) -> Any:
-    """``activation`` plus the ``facts`` variable when the library ``uses`` it (else unchanged)."""
+    """``activation`` plus the ``facts`` variable when the library ``uses`` it (else unchanged).
+    In a request the activation already carries them (:func:`derived_variables`); this derives
+    them for an activation rebound to a modified event, and outside requests."""
     if not uses or "facts" in activation.values:
         return activation
     values = dict(activation.values)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import tree_sitter
 import tree_sitter_bash
 
@@ -1198,8 +1200,36 @@ def _echo_text(cmd: Command) -> str | None:
     return text.replace("\\n", "\n")
 
 
+CACHE_ENTRIES = 256
+CACHE_MAX_TEXT = 2048
+CACHE_MAX_FACTS = 16384
+"""The parse cache holds at most 256 results of commands up to 2 KiB whose facts encode to at
+most 16 KiB (about 4.6 MB at worst): agents repeat the same commands (``git status``, the test
+command), and a flood of unique ones only evicts."""
+_cache: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+
+
 def parse_command(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Facts of every simple command in ``text`` and the reasons it could not be read fully."""
+    """Facts of every simple command in ``text`` and the reasons it could not be read fully.
+
+    A pure function of its three inputs, so repeated commands are answered from a bounded LRU
+    cache; each call gets its own copy decoded from JSON (cached or not), never a shared object."""
+    key = (text, cwd, home)
+    cached = _cache.get(key)
+    if cached is not None:
+        _cache.move_to_end(key)
+        facts, reasons = orjson.loads(cached)
+        return facts, reasons
+    encoded = orjson.dumps(_parse(text, cwd, home))
+    if len(text) <= CACHE_MAX_TEXT and len(encoded) <= CACHE_MAX_FACTS:
+        _cache[key] = encoded
+        if len(_cache) > CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    facts, reasons = orjson.loads(encoded)  # the same JSON shape whether cached or not
+    return facts, reasons
+
+
+def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[str]]:
     walker = Walker(home)
     state = State(cwd=cwd, home=home, vars={})
     try:
