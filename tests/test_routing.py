@@ -102,3 +102,15 @@ async def test_routing_can_read_the_parsed_facts_and_quoting_does_not_evade_it(g
         status, _ = await post(http, gw.url, intercept(tool_before(command)))
         assert status == 200
     assert [r["params"]["event"]["tool"]["input"]["command"] for r in guard.received] == routed
+
+
+async def test_a_nul_cannot_cut_a_command_short_in_the_facts(gateway_factory, stub_factory, http):
+    """The facts are derived from the NUL-sanitised event, as local policies always saw them: a
+    NUL before ``rm`` neither ends the parsed command nor hides the second one."""
+    guard = await stub_factory()
+    when = 'facts.commands.exists(c, c.program == "rm")'
+    gw = await gateway_factory(gateway_config([hook("org.example.rm-guard", guard.url, when=when)]))
+    status, _ = await post(http, gw.url, intercept(tool_before("echo hi\u0000; rm -rf /")))
+    assert status == 200
+    assert len(guard.received) == 1
+    assert guard.received[0]["params"]["event"]["tool"]["input"]["command"] == "echo hi\u0000; rm -rf /"

@@ -233,15 +233,17 @@ class Engine:
     def activation(self, values: Mapping[str, Any], *, maybe_nul: bool = True) -> Activation:
         """``maybe_nul=False`` promises that no string in ``values`` contains U+0000 (the caller
         checked the raw JSON); otherwise values are scanned and sanitised."""
-        native = values
-        if maybe_nul:
-            try:
-                needs = _NUL_ESCAPE in orjson.dumps(values)
-            except TypeError:  # numbers beyond 64 bits: widened on first use (Activation.widen)
-                needs = _NUL_ESCAPE in wire.dumps(values)
-            if needs:
-                native = sanitize(values)
+        native = clean(values) if maybe_nul else values
         return Activation(self._env.Activation(native), native, self._env)
+
+
+def clean(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values`` itself when no string in it holds U+0000, else a sanitised copy."""
+    try:
+        needs = _NUL_ESCAPE in orjson.dumps(values)
+    except TypeError:  # numbers beyond 64 bits: widened on first use (Activation.widen)
+        needs = _NUL_ESCAPE in wire.dumps(values)
+    return sanitize(values) if needs else values
 
 
 def _line_col(source: str, offset: int) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.protocol.methods import INTERCEPT, OBSERVE
-from gateway.routing.cel import Activation, Engine
+from gateway.routing.cel import Activation, Engine, clean
 
 _NUL_ESCAPE = b"\\u0000"
 NO_PRINCIPAL: Mapping[str, Any] = {}
@@ -83,9 +83,11 @@ class ContextBuilder:
             return None
         values = self.variables(INTERCEPT, version, capabilities, headers, principal)
         values["event"] = event
-        if self._derive is not None and event["type"] in self._derive_events:
-            values.update(self._derive(event))
         maybe_nul = raw is None or _NUL_ESCAPE in raw or b"\x00" in raw
+        if self._derive is not None and event["type"] in self._derive_events:
+            if maybe_nul:  # derive from the sanitised event: a NUL must not cut a command short
+                values, maybe_nul = dict(clean(values)), False
+            values.update(self._derive(values["event"]))
         return self._engine.activation(values, maybe_nul=maybe_nul)
 
     def for_observe(
