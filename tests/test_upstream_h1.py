@@ -90,11 +90,28 @@ def keep_answering(answer: bytes) -> Script:
     return script
 
 
+def answer_once(answer: bytes) -> Script:
+    """Answer one request, then close the connection."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer)
+        await writer.drain()
+
+    return script
+
+
 async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.01)
+
+
+async def post_twice(c: H1Client, server: Scripted) -> None:
+    target = Target(server.url, {}, None)
+    for _ in range(2):
+        assert (await c.post(target, b"", b"{}", limit=1 << 20)).body == BODY
 
 
 @contextlib.asynccontextmanager
@@ -131,9 +148,7 @@ async def test_chunked_answer_is_assembled() -> None:
     answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n" + BODY[:5] + b"\r\n"
     answer += b"%x\r\n" % (len(BODY) - 5) + BODY[5:] + b"\r\n0\r\n\r\n"
     async with Scripted(keep_answering(answer)) as server, client() as c:
-        target = Target(server.url, {}, None)
-        assert (await c.post(target, b"", b"{}", limit=1 << 20)).body == BODY
-        assert (await c.post(target, b"", b"{}", limit=1 << 20)).body == BODY
+        await post_twice(c, server)
         assert server.connections == 1
 
 
@@ -166,25 +181,13 @@ async def test_unannounced_body_over_the_limit_fails_as_it_passes() -> None:
 
 
 async def test_close_delimited_answer_ends_at_the_close_and_is_not_reused() -> None:
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + BODY)
-        await writer.drain()
-
-    async with Scripted(script) as server, client() as c:
-        target = Target(server.url, {}, None)
-        assert (await c.post(target, b"", b"{}", limit=1 << 20)).body == BODY
-        assert (await c.post(target, b"", b"{}", limit=1 << 20)).body == BODY
+    async with Scripted(answer_once(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + BODY)) as server, client() as c:
+        await post_twice(c, server)
         assert server.connections == 2
 
 
 async def test_truncated_answer_is_a_connection_failure_not_a_short_body() -> None:
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n" + BODY)
-        await writer.drain()
-
-    async with Scripted(script) as server, client() as c:
+    async with Scripted(answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n" + BODY)) as server, client() as c:
         with pytest.raises(ConnectionResetError):
             await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20)
 
@@ -241,12 +244,7 @@ async def test_cancelled_call_aborts_its_connection() -> None:
 
 
 async def test_server_closing_an_idle_connection_costs_no_failure() -> None:
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(ok())
-        await writer.drain()  # then closes: a keep-alive timeout on the server's side
-
-    async with Scripted(script) as server, client() as c:
+    async with Scripted(answer_once(ok())) as server, client() as c:  # closing: a keep-alive timeout
         target = Target(server.url, {}, None)
         assert (await c.post(target, b"", b"{}", limit=1 << 20)).status == 200
         await until(lambda: server.ended == 1)
