@@ -413,11 +413,11 @@ def test_parse_cache_returns_a_fresh_copy_keyed_by_every_input() -> None:
     consumer that changed one could not change the next request's), and the cwd is part of the key."""
     from gateway.policy.facts import shell
 
-    first, _ = shell.parse_command("rm -rf build", "/work/a", "/home/u")
+    first, _ = shell.parse_command("rm -rf build", "/srv/a", "/home/u")
     first[0]["argv"].append("tampered")
-    again, _ = shell.parse_command("rm -rf build", "/work/a", "/home/u")
+    again, _ = shell.parse_command("rm -rf build", "/srv/a", "/home/u")
     assert "tampered" not in again[0]["argv"]
-    elsewhere, _ = shell.parse_command("rm -rf build", "/work/b", "/home/u")
+    elsewhere, _ = shell.parse_command("rm -rf build", "/srv/b", "/home/u")
     assert again[0]["paths"] != elsewhere[0]["paths"]
 
 
