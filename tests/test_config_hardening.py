@@ -271,6 +271,7 @@ def test_an_at_sign_after_the_authority_is_not_a_credential(tmp_path):
         ("Connection", "close"),
         ("Content-Type", "text/plain"),
         ("X-Trace", "a\x00b"),
+        ("X-Trace\n", "a"),  # a trailing newline in the name: `$` in a pattern would let it through
     ],
 )
 def test_upstream_headers_cannot_reframe_the_request(tmp_path, name, value):

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.protocol import headers as header_syntax
 from gateway.protocol import v01
 from gateway.protocol.events import ALL_EVENTS_SET, INTERCEPTABLE_SET, WILDCARD
 from gateway.protocol.schemas import PROTOCOL_VERSIONS
@@ -21,7 +22,6 @@ SECRET_FIELDS = frozenset(
     ("token", "bearerToken", "value", "secret", "password", "clientSecret", "accessToken", "apiKey")
 )
 SELECTION = Literal["body", "metadata", "omit"]
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 CREDENTIAL_HEADERS = frozenset(("authorization", "proxy-authorization", "cookie", "x-api-key"))
 BINDING_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect"}
@@ -231,13 +231,13 @@ class HttpTransport(Model):
     @classmethod
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
-            if not HEADER_NAME.match(name):
+            if not header_syntax.NAME.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in CREDENTIAL_HEADERS:
                 raise ValueError(f"header {name!r} would carry a literal credential (AHP-SEC-001); use authentication")
             if name.lower() in BINDING_HEADERS:
                 raise ValueError(f"header {name!r} is written by the HTTP binding itself")
-            if "\r" in value or "\n" in value or "\x00" in value:
+            if header_syntax.BAD_VALUE.search(value):
                 raise ValueError(f"header {name!r} contains CR, LF or NUL")
         return v
 

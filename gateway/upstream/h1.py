@@ -21,7 +21,6 @@ injection from a credential or a trace header).
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import ssl
 from collections import deque
@@ -31,12 +30,12 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from gateway.protocol import headers as header_syntax
+
 MAX_HEADER_BYTES = 64 * 1024
 """Response header bytes accepted (names and values), like aiohttp's default field limits."""
-KEPT_HEADERS = frozenset({b"content-length", b"transfer-encoding", b"www-authenticate", b"content-type"})
+KEPT_HEADERS = frozenset({b"content-length", b"transfer-encoding", b"www-authenticate"})
 """Response headers the gateway reads; the others are parsed and dropped."""
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(r"[\r\n\x00]")
 
 
 class AnswerTooLarge(Exception):
@@ -61,9 +60,9 @@ def header_block(headers: Mapping[str, str]) -> bytes:
     name is not an HTTP token or a value holds CR, LF or NUL."""
     lines = []
     for name, value in headers.items():
-        if not _TOKEN.fullmatch(name):
+        if not header_syntax.NAME.fullmatch(name):
             raise ValueError(f"invalid header name {name!r}")
-        if _BAD_VALUE.search(value):
+        if header_syntax.BAD_VALUE.search(value):
             raise ValueError(f"invalid value for header {name}")
         lines.append(f"{name}: {value}\r\n")
     return "".join(lines).encode("utf-8")
@@ -101,7 +100,7 @@ class Target:
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
-        if _BAD_VALUE.search(path) or " " in path:
+        if header_syntax.BAD_VALUE.search(path) or " " in path:
             raise ValueError("invalid upstream URL path")
         self.head = f"POST {path} HTTP/1.1\r\nHost: {authority}\r\n".encode() + header_block(headers)
         self.key: OriginKey = (self.host, self.port, self.ssl)
@@ -129,7 +128,6 @@ class _Connection(asyncio.Protocol):
         self.header_bytes = 0
         self.chunks: list[bytes] = []
         self.size = 0
-        self.headers_done = False
         self.until_close = False
         self.interim = False
         self.keep_alive = False
@@ -189,7 +187,6 @@ class _Connection(asyncio.Protocol):
         if status < 200:
             self.interim = True  # 1xx: informational, the answer follows on the same stream
             return
-        self.headers_done = True
         if status != 200:
             self.want_body = False  # only a 200 carries an AHP answer; others end at the headers
         length = self.headers.get("content-length")
@@ -222,8 +219,7 @@ class _Connection(asyncio.Protocol):
     def send(self, data: bytes, limit: int, want_body: bool) -> asyncio.Future[Response]:
         assert self.transport is not None
         self.waiter = asyncio.get_running_loop().create_future()
-        self.limit, self.want_body, self.complete = limit, want_body, False
-        self._reset()
+        self.limit, self.want_body, self.complete = limit, want_body, False  # the rest: on_message_begin
         self.transport.write(data)
         return self.waiter
 
