@@ -365,3 +365,12 @@ def test_the_pool_key_holds_the_tls_context_itself() -> None:
     assert ta.key != tb.key and ta.key[2] is a and tb.key[2] is b
     shared = Target("https://h.example/", {}, None).ssl
     assert shared is not None and shared is Target("https://other.example/", {}, None).ssl
+
+
+async def test_a_flood_of_answer_headers_is_a_protocol_error() -> None:
+    """Headers are bounded too: 100 KB of them fails the call instead of growing without end."""
+    flood = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"y" * 1000) for i in range(100))
+    async with Scripted(keep_answering(b"HTTP/1.1 200 OK\r\n" + flood + b"Content-Length: 0\r\n\r\n")) as server:
+        async with client() as c:
+            with pytest.raises(ProtocolError, match="headers too large"):
+                await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20)
