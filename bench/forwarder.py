@@ -7,6 +7,8 @@ Server stacks (``--server``):
 - ``aiohttp``: ``aiohttp.web`` on uvloop (S1 with the aiohttp client; the gateway's stack today);
 - ``granian``: granian's RSGI interface in worker mode (granian's own process supervisor, one
   worker process, Rust HTTP server, the Python handler on a uvloop loop in the worker);
+- ``fastlane``: the gateway's own harness-facing server (:mod:`gateway.server.fastlane`, llhttp
+  straight from the socket; anything it does not serve would go to aiohttp);
 - ``granian-embed``: granian's embedded server (``granian.server.embed.Server``) started inside
   an asyncio (uvloop) loop this process owns, the way an application keeps its own lifecycle.
 
@@ -114,6 +116,36 @@ async def serve_aiohttp(host: str, port: int, upstream: str, client: str) -> Non
     await close()
 
 
+# ------------------------------------------------------------------------------------ fast lane
+async def serve_fastlane(host: str, port: int, upstream: str, client: str) -> None:
+    """The gateway's fast lane with no pipeline behind it: the bytes go straight upstream."""
+    from aiohttp import web
+
+    from gateway.config.models import Limits
+    from gateway.server.fastlane import FastLane, Lane
+    from gateway.server.limits import ConnectionGuard, ConnectionLimits
+
+    forward, close = CLIENTS[client](upstream)
+
+    async def handle(body: bytes, headers: Any, principal: Any) -> bytes | None:
+        _status, answer = await forward(body)
+        return answer or None
+
+    limits = Limits()
+    lane = Lane("/", handle, lambda: limits)
+    guard = ConnectionGuard("main", lambda: ConnectionLimits(limits.headerTimeoutMs / 1000, limits.maxConnections))
+    guard.fast = lambda header_timeout: FastLane(guard, header_timeout, lane)
+
+    async def other(request: web.BaseRequest) -> web.Response:
+        return web.Response(status=404)
+
+    guard.bind(web.Server(other))  # requests the fast lane hands off (none in the benchmark)
+    server = await asyncio.get_running_loop().create_server(guard, host, port, backlog=1024)
+    await _wait_for_signal()
+    server.close()
+    await close()
+
+
 # ------------------------------------------------------------------------------------ granian
 class RsgiForwarder:
     """The RSGI application; the client is built on the first request, inside the worker's
@@ -192,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
-    parser.add_argument("--server", choices=("aiohttp", "granian", "granian-embed"), default="aiohttp")
+    parser.add_argument("--server", choices=("aiohttp", "fastlane", "granian", "granian-embed"), default="aiohttp")
     parser.add_argument("--client", choices=tuple(CLIENTS), default="aiohttp")
     args = parser.parse_args(argv)
     if args.server == "granian":
@@ -201,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvloop
 
     uvloop.install()
-    serve = serve_aiohttp if args.server == "aiohttp" else serve_granian_embedded
+    serve = {"aiohttp": serve_aiohttp, "fastlane": serve_fastlane}.get(args.server, serve_granian_embedded)
     asyncio.run(serve(args.host, args.port, args.upstream, args.client))
     return 0
 

@@ -151,7 +151,8 @@ class Scenario:
     no_read: bool = False
     """Stub under test: answer without reading the request body."""
     front: str = "aiohttp"
-    """Gateway: the harness-facing server (``listen.server``: aiohttp | granian)."""
+    """Gateway: the harness-facing server (``listen.server``: aiohttp | granian; aiohttp-only is
+    aiohttp with ``listen.fastLane: false``)."""
 
     @property
     def expect_status(self) -> int:
@@ -211,12 +212,27 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "F6",
-        "load → aiohttp server + the gateway's h1 client forwarder → stub (the gateway's own HTTP stack)",
+        "load → aiohttp server + the gateway's h1 client forwarder → stub",
         "forwarder",
         stubs=1,
         client="h1",
     ),
+    Scenario(
+        "F7",
+        "load → the gateway's fast-lane server + h1 client forwarder → stub (the gateway's own HTTP stack)",
+        "forwarder",
+        stubs=1,
+        server="fastlane",
+        client="h1",
+    ),
     Scenario("S2g", "load → gateway on the granian front end → 1 upstream", "gateway", stubs=1, front="granian"),
+    Scenario(
+        "S2a",
+        "load → gateway with the fast lane off (aiohttp serves every request) → 1 upstream",
+        "gateway",
+        stubs=1,
+        front="aiohttp-only",
+    ),
 )
 """The HTTP-layer A/B references: bare forwarders on other server/client stacks (S1 is aiohttp +
 aiohttp) and the cheapest possible answer for the local-policy target."""
@@ -269,6 +285,8 @@ def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: li
         observe = scenario.body == "observe"
         hooks = [http_hook(i + 1, url, observe=observe) for i, url in enumerate(stub_urls)]
     config = base_config(scenario.key, port, admin_port, hooks, fanout=scenario.fanout)
-    if scenario.front != "aiohttp" and "server" in _sub_keys("listen"):
+    if scenario.front == "aiohttp-only" and "fastLane" in _sub_keys("listen"):
+        config["listen"]["fastLane"] = False
+    elif scenario.front != "aiohttp" and "server" in _sub_keys("listen"):
         config["listen"]["server"] = scenario.front
     return production_profile(config) if scenario.production else config

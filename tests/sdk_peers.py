@@ -129,14 +129,29 @@ def host_capabilities(*, full: bool = True) -> Any:
 
 
 @asynccontextmanager
-async def harness(reg: dict[str, Any], *, full: bool = True) -> AsyncIterator[Any]:
-    async with Hooks(
-        reg,
-        source="urn:example:test-harness",
-        harness=event.Harness(name="test-harness", version="1.0"),
-        capabilities=host_capabilities(full=full),
-    ) as hooks:
-        yield hooks
+async def harness(reg: dict[str, Any], *, full: bool = True, read_timeout: float | None = None) -> AsyncIterator[Any]:
+    """The SDK as a harness. ``read_timeout`` (one HTTP backend only) replaces the SDK's HTTP
+    client default of 5 s between bytes, for a gateway answering a long serial chain."""
+    transport = None
+    if read_timeout is not None:
+        import httpx
+        from agenthooksprotocol.transports.http import HTTPTransport
+
+        [backend] = reg["hooks"]
+        client = httpx.AsyncClient(follow_redirects=False, timeout=read_timeout)
+        transport = HTTPTransport(backend["transport"]["url"], client=client)
+    try:
+        async with Hooks(
+            reg,
+            source="urn:example:test-harness",
+            harness=event.Harness(name="test-harness", version="1.0"),
+            capabilities=host_capabilities(full=full),
+            transport=transport,
+        ) as hooks:
+            yield hooks
+    finally:
+        if transport is not None:
+            await transport._ready().aclose()
 
 
 async def tool_before(hooks: Any, command: str, call_id: str = "call-1") -> Any:

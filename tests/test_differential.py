@@ -120,7 +120,7 @@ async def _run(
         await server.start()
         try:
             reg = registration([("org.example.gateway", server.url, "fail-closed", 4 * TIMEOUT_MS + 8000)])
-            async with harness(reg) as hooks:
+            async with harness(reg, read_timeout=(4 * TIMEOUT_MS + 8000) / 1000) as hooks:
                 via = settled(await tool_before(hooks, "git status"))
         finally:
             await server.stop()

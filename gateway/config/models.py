@@ -57,6 +57,11 @@ class Listen(Model):
     server: Literal["aiohttp", "granian"] = Field(
         "aiohttp", description="HTTP server of the harness listener; granian (opt-in) needs the granian package."
     )
+    fastLane: bool = Field(
+        True,
+        description="aiohttp server: serve plain AHP requests (POST listen.path, JSON, Content-Length) straight "
+        "from the socket; every other request is handed to aiohttp. false: aiohttp serves everything.",
+    )
 
 
 class Admin(Model):

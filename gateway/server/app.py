@@ -38,7 +38,8 @@ from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
-from gateway.server.guard import Guard, build_guard
+from gateway.server.fastlane import FastLane, Lane
+from gateway.server.guard import Guard, build_guard, transport_peer
 from gateway.server.http import build_app
 from gateway.server.limits import GuardedSite, Listeners
 from gateway.telemetry import Telemetry
@@ -92,6 +93,22 @@ def observability_for(loaded: LoadedConfig) -> Observability:
     return Observability(metrics, decisions, propagate=cfg.tracing.propagate, spans=cfg.tracing.otel)
 
 
+def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limits: Any) -> Lane:
+    """The main listener's fast lane, authenticating exactly as the aiohttp routes do."""
+    gate = guard.gate
+    lane = Lane(
+        path,
+        gateway.handle,
+        limits,
+        authenticate=gate.authenticate,
+        peer=lambda transport: transport_peer(transport, gate),
+        on_body_timeout=guards.body_timeout,
+    )
+    main = guards.main
+    main.fast = lambda header_timeout: FastLane(main, header_timeout, lane)
+    return lane
+
+
 class GatewayServer:
     def __init__(
         self,
@@ -119,6 +136,8 @@ class GatewayServer:
         self.recording: Capture | None = None
         """log.capture: the intercepts received, for replay (None when off)."""
         self._app_runner: web.AppRunner | None = None
+        self._site: GuardedSite | None = None
+        self._lane: Lane | None = None
         self._granian: Any = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -174,14 +193,18 @@ class GatewayServer:
             self.port = self._granian.port
         else:
             app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
-            self._app_runner, self.port = await self._serve(
+            if cfg.listen.fastLane:
+                self._lane = fast_lane(self.gateway, self.guard, guards, cfg.listen.path, limits)
+            self._app_runner, self._site = await self._serve(
                 app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
             )
+            self.port = self._site.bound_port
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
-        self._admin_runner, self.admin_port = await self._serve(
+        self._admin_runner, admin_site = await self._serve(
             admin, self.admin_host, self.admin_port, cancel=False, guards=guards
         )
+        self.admin_port = admin_site.bound_port
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))
         if cfg.reload.watch:
@@ -196,7 +219,7 @@ class GatewayServer:
         cancel: bool,
         guards: Listeners,
         ssl_context: Any = None,
-    ) -> tuple[web.AppRunner, int]:
+    ) -> tuple[web.AppRunner, GuardedSite]:
         timeout = self.loaded.config.shutdown.drainTimeoutSeconds
         options = guards.runner_options(main=cancel)
         runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout, **options)
@@ -212,7 +235,7 @@ class GatewayServer:
             ssl_context=ssl_context,
         )
         await site.start()
-        return runner, site.bound_port
+        return runner, site
 
     # ------------------------------------------------------------------ reload
     async def reload(self) -> bool:
@@ -271,6 +294,9 @@ class GatewayServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch_task
         if self._app_runner is not None:
+            if self._lane is not None and self._site is not None:
+                self._site.close_listener()
+                await self._lane.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
         if self._granian is not None:

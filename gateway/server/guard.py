@@ -29,7 +29,11 @@ _OCTETS = "application/octet-stream"
 
 
 def peer_of(request: web.Request, gate: Gate) -> Peer:
-    transport = request.transport
+    return transport_peer(request.transport, gate)
+
+
+def transport_peer(transport: Any, gate: Gate) -> Peer:
+    """The caller's address and, with mutual TLS, its verified certificate."""
     if transport is None:
         return Peer(None)
     peername = transport.get_extra_info("peername")

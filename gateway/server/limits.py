@@ -114,6 +114,8 @@ class ConnectionGuard:
         self.open = 0
         self.server: Any = None
         self.on_change: Callable[[int], None] | None = None
+        self.fast: Callable[[float], asyncio.Protocol] | None = None
+        """The main listener's fast lane (:mod:`gateway.server.fastlane`), given the header timeout."""
 
     def bind(self, server: Any) -> None:
         """``server`` is the runner's aiohttp ``Server`` (itself a protocol factory)."""
@@ -123,6 +125,8 @@ class ConnectionGuard:
         limits = self.settings()
         if self.open >= limits.max_connections:
             return _Refused(self)
+        if self.fast is not None:
+            return self.fast(limits.header_timeout)
         return _Guarded(self, self.server(), limits.header_timeout)
 
     def closed_by_limit(self, reason: str) -> None:
@@ -293,6 +297,11 @@ class GuardedSite(web.TCPSite):
             reuse_port=self._reuse_port,
             ssl=self._ssl_context,
         )
+
+    def close_listener(self) -> None:
+        """Stop accepting connections (the drain starts); ``stop`` still runs on cleanup."""
+        if self._server is not None:
+            self._server.close()
 
     @property
     def bound_port(self) -> int:

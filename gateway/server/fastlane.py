@@ -1,0 +1,440 @@
+"""The fast lane: the harness-facing AHP endpoint served straight from the socket.
+
+aiohttp's request machinery (request and response objects, router, writer, payload streams)
+cost more CPU per hook call than the gateway's own work, and its large working set evicted the
+pipeline from the CPU caches. The fast lane serves the one request shape that carries nearly all
+traffic — ``POST <listen.path>``, ``Content-Type: application/json``, an exact
+``Content-Length`` within ``maxBodyBytes``, no content or transfer coding, no ``Expect``, HTTP/1.1
+— with llhttp (httptools) and a few writes, and hands every other request to aiohttp unchanged.
+
+How the hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
+duplicate ``Content-Length``), so the first ``CRLFCRLF`` in the buffer ends the request head
+llhttp parsed, and the body is exactly ``Content-Length`` bytes after it. A request is read only
+to its head before it is judged, so a request that is not for the fast lane is still whole in the
+buffer; an aiohttp handler is then connected to the transport, fed those bytes and every later
+one, and answers as if it had read the connection from that request on (401/403, 404, 405, 413,
+415, 400, uploads, native hooks, metadata). Requests on one connection are served one at a time,
+in order, so the two never write at once.
+
+Kept from the aiohttp path: authentication from the headers and TLS peer before the body is
+used (protocol §12), bodies over ``maxBodyBytes`` never read (aiohttp answers 413 from the
+headers), the header timeout (from :class:`~gateway.server.limits._Guarded`), the body timeout
+(408, connection closed, counted), the idle timeout, cancellation of the pipeline when the
+harness disconnects, bounded buffering (a pipelining client is paused ``AHEAD`` bytes ahead),
+graceful drain (:meth:`Lane.drain`). ``listen.fastLane: false`` sends everything through aiohttp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import httptools
+from multidict import CIMultiDict
+
+from gateway.config.models import Limits
+from gateway.inbound.gate import Peer
+from gateway.inbound.principal import Principal, Refusal
+from gateway.server.limits import ConnectionGuard, _Guarded
+
+log = logging.getLogger("ahp_gateway")
+
+MAX_HEAD = 16384
+"""A head longer than this goes to aiohttp, which applies its own line and field limits."""
+AHEAD = 65536
+"""Bytes a client may send ahead (pipelined) while one of its requests is served."""
+_END = b"\r\n\r\n"
+_JSON = "application/json"
+_HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade"})
+"""Headers whose presence sends a request to aiohttp (it implements what they ask for)."""
+
+Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[bytes | None]]
+Authenticate = Callable[[Mapping[str, str], Peer], Coroutine[Any, Any, Principal | Refusal]]
+
+
+@dataclass(eq=False)
+class Lane:
+    """What the fast lane serves, and its connections and requests (for the drain)."""
+
+    path: str
+    handle: Handle
+    limits: Callable[[], Limits]
+    authenticate: Authenticate | None = None
+    peer: Callable[[asyncio.Transport], Peer] = lambda transport: Peer(None)
+    on_body_timeout: Callable[[], None] | None = None
+    connections: set[FastLane] = field(default_factory=set)
+    serving: set[asyncio.Task[None]] = field(default_factory=set)
+    draining: bool = False
+
+    def __post_init__(self) -> None:
+        self.target = self.path.encode("latin-1")
+
+    async def drain(self, timeout: float) -> None:
+        """Call once the listener stopped accepting: idle connections close now, requests being
+        served are answered (within ``timeout``) with ``Connection: close``, then the rest close.
+        Connections handed to aiohttp are drained by aiohttp."""
+        self.draining = True
+        for connection in list(self.connections):
+            connection.close_if_idle()
+        if self.serving:
+            await asyncio.wait(set(self.serving), timeout=timeout)
+        for connection in list(self.connections):
+            connection.close()
+
+
+_REASONS = {200: b"OK", 202: b"Accepted", 401: b"Unauthorized", 403: b"Forbidden", 408: b"Request Timeout"}
+_REASONS[500] = b"Internal Server Error"
+_TEXT = b"text/plain; charset=utf-8"
+_date: dict[int, bytes] = {}
+
+
+def _http_date() -> bytes:
+    """RFC 9110 §6.6.1 ``Date``, formatted once per second."""
+    now = int(time.time())
+    found = _date.get(now)
+    if found is None:
+        _date.clear()
+        found = _date[now] = email.utils.formatdate(now, usegmt=True).encode("ascii")
+    return found
+
+
+def response(status: int, body: bytes, content_type: bytes | None, *, close: bool, extra: bytes = b"") -> bytes:
+    """One HTTP/1.1 response; ``extra`` is whole header lines."""
+    head = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])
+    if content_type is not None:
+        head += b"Content-Type: " + content_type + b"\r\n"
+    head += b"Content-Length: %d\r\n%s" % (len(body), extra)
+    if close:
+        head += b"Connection: close\r\n"
+    return head + b"Date: " + _http_date() + b"\r\n\r\n" + body
+
+
+def _refusal(refusal: Refusal, close: bool) -> bytes:
+    """The same answer as the aiohttp path's (:func:`gateway.server.guard.refusal_response`)."""
+    extra = b"WWW-Authenticate: %s\r\n" % refusal.challenge.encode("latin-1") if refusal.challenge else b""
+    text = b"unauthorized\n" if refusal.status == 401 else b"forbidden\n"
+    return response(refusal.status, text, _TEXT, close=close, extra=extra)
+
+
+class _Head:
+    """llhttp callbacks for one request head."""
+
+    __slots__ = ("complete", "headers", "url")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.complete = False
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+
+
+class FastLane(_Guarded):
+    """One connection of the main listener: fast-lane requests are served here; the first other
+    request and everything after it go to an aiohttp handler created at that moment (aiohttp's
+    own idle timer must not run while the fast lane serves the connection)."""
+
+    def __init__(self, guard: ConnectionGuard, header_timeout: float, lane: Lane) -> None:
+        super().__init__(guard, None, header_timeout)
+        self._lane = lane
+        self._buf = bytearray()
+        self._busy = False
+        self._paused = False
+        self._head_len = 0
+        self._need = -1
+        """Body bytes of the request whose head was read; -1 while reading a head."""
+        self._headers: CIMultiDict[str] | None = None
+        self._close = False
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._auth: asyncio.Task[Principal | Refusal] | None = None
+        """Authentication started from the head while the body is on its way."""
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        self._guard.count(1)
+        self._lane.connections.add(self)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._handler is not None:
+            super().data_received(data)
+            return
+        if not self._buf and not self._busy:
+            self._cancel_idle()
+            if self._timer is None and self._need < 0:
+                self._arm()  # first byte of a request on a kept-alive connection
+        self._buf += data
+        if not self._busy:
+            self._advance()
+        self._bound()
+
+    def eof_received(self) -> bool | None:
+        if self._handler is not None:
+            return super().eof_received()
+        return None  # as aiohttp: the transport closes, a request being served is cancelled
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_body()
+        self._cancel_idle()
+        self._lane.connections.discard(self)
+        if self._task is not None:
+            self._task.cancel()  # the harness is gone: stop its upstream calls
+        if self._auth is not None:
+            self._auth.cancel()
+        if self._handler is not None:
+            super().connection_lost(exc)
+            return
+        self._disarm()
+        self._transport = None
+        self._guard.count(-1)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+        if self._handler is not None:
+            self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._handler is not None:
+            self._handler.resume_writing()
+        elif not self._busy and self._buf:
+            self._advance()
+            self._bound()
+
+    # -- for the drain
+    def close_if_idle(self) -> None:
+        if not self._busy and self._transport is not None:
+            self._transport.close()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- reading
+    def _bound(self) -> None:
+        """Bound what sits in the buffer: while a request is served, a client may send up to
+        ``AHEAD`` bytes before reading pauses (reading stays on below that, so a disconnect is
+        seen at once and cancels the request); while a request is read, one head and body."""
+        transport = self._transport
+        if transport is None or self._handler is not None:
+            return
+        limit = AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD
+        with contextlib.suppress(Exception):
+            if len(self._buf) > limit:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _advance(self) -> None:
+        """Serve the next request in the buffer once it is complete; hand off one that is not ours."""
+        if self._paused or self._transport is None:
+            return
+        buf = self._buf
+        if self._need < 0:
+            if len(buf) >= 5 and buf[:5] != b"POST ":
+                self._hand_off()
+                return
+            end = buf.find(_END, 0, MAX_HEAD + 4)
+            if end < 0:
+                if len(buf) >= MAX_HEAD + 4 or buf.count(b"\n") != buf.count(b"\r\n"):
+                    self._hand_off()  # too long, or a bare LF: aiohttp's parser decides at once
+                return
+            need = self._judge(bytes(buf[: end + 4]))
+            if need is None:
+                self._hand_off()
+                return
+            self._disarm()  # head complete: the body timeout takes over
+            self._head_len = end + 4
+            self._need = need
+            if len(buf) < self._head_len + need:
+                self._authenticate_early()
+        total = self._head_len + self._need
+        if len(buf) < total:
+            self._arm_body()
+            return
+        self._cancel_body()
+        body = bytes(buf[self._head_len : total])
+        del buf[:total]
+        self._need = -1
+        headers, self._headers = self._headers, None
+        assert headers is not None
+        self._busy = True
+        auth, self._auth = self._auth, None
+        task = asyncio.get_running_loop().create_task(self._serve(body, headers, self._close, auth))
+        self._task = task
+        self._lane.serving.add(task)
+        task.add_done_callback(self._lane.serving.discard)
+
+    def _judge(self, head: bytes) -> int | None:
+        """The body length of a fast-lane request, or None: hand it to aiohttp."""
+        parsed = _Head()
+        parser = httptools.HttpRequestParser(parsed)
+        try:
+            parser.feed_data(head)
+        except httptools.HttpParserError:
+            return None  # aiohttp answers 400 for it
+        if not parsed.complete or parsed.url != self._lane.target or parser.get_http_version() != "1.1":
+            return None
+        length = -1
+        content_type = ""
+        headers: CIMultiDict[str] = CIMultiDict()
+        for raw_name, raw_value in parsed.headers:
+            name = raw_name.decode("latin-1")
+            value = raw_value.decode("utf-8", "surrogateescape")
+            lower = name.lower()
+            if lower in _HANDS_OFF:
+                return None
+            if lower == "content-length":
+                if not (value.isascii() and value.isdigit()):
+                    return None
+                length = int(value)
+            elif lower == "content-type":
+                if content_type:
+                    return None
+                content_type = value
+            headers.add(name, value)
+        if length < 0 or length > self._lane.limits().maxBodyBytes:
+            return None  # aiohttp answers from the headers, without reading the body
+        if content_type.split(";", 1)[0].strip().lower() != _JSON:
+            return None  # 415 from aiohttp
+        self._close = not parser.should_keep_alive()
+        self._headers = headers
+        return length
+
+    def _hand_off(self) -> None:
+        """From here on the connection is aiohttp's: its handler reads the buffered request from
+        the first byte, and the header timer already running for that request stays."""
+        self._cancel_body()
+        self._cancel_idle()
+        self._lane.connections.discard(self)
+        transport = self._transport
+        assert transport is not None
+        self._handler = handler = self._guard.server()
+        handler.connection_made(transport)
+        data, self._buf = bytes(self._buf), bytearray()
+        with contextlib.suppress(Exception):
+            transport.resume_reading()
+        if self._paused:
+            handler.pause_writing()
+        if data:
+            super().data_received(data)
+
+    # -- serving
+    def _authenticate_early(self) -> None:
+        """The body is still on its way: authenticate from the head now, so a refused caller is
+        answered without waiting for (or reading) a body it may never send (protocol §12)."""
+        lane, transport, headers = self._lane, self._transport, self._headers
+        if lane.authenticate is None or transport is None or headers is None:
+            return
+        task = asyncio.get_running_loop().create_task(lane.authenticate(headers, lane.peer(transport)))
+        self._auth = task
+        task.add_done_callback(self._early_outcome)
+
+    def _early_outcome(self, task: asyncio.Task[Principal | Refusal]) -> None:
+        if self._auth is not task or task.cancelled() or task.exception() is not None:
+            return  # dispatched already (the request awaits it), or gone; an error surfaces there
+        outcome = task.result()
+        if isinstance(outcome, Refusal):
+            self._auth = None
+            self._cancel_body()
+            self._write(_refusal(outcome, True), True)  # the unread body cannot frame a next request
+
+    async def _serve(
+        self, body: bytes, headers: CIMultiDict[str], close: bool, auth: asyncio.Task[Principal | Refusal] | None
+    ) -> None:
+        lane = self._lane
+        try:
+            principal = None
+            if lane.authenticate is not None and self._transport is not None:
+                outcome = await (auth if auth is not None else lane.authenticate(headers, lane.peer(self._transport)))
+                if isinstance(outcome, Refusal):
+                    close = close or lane.draining
+                    self._write(_refusal(outcome, close), close)
+                    return
+                principal = outcome.as_cel() if outcome.authenticated else None
+            answer = await lane.handle(body, headers, principal)
+            close = close or lane.draining
+            if answer is None:
+                self._write(response(202, b"", None, close=close), close)
+            else:
+                self._write(response(200, answer, b"application/json", close=close), close)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("error while serving a request")
+            self._write(response(500, b"500 Internal Server Error\n", _TEXT, close=True), True)
+        finally:
+            self._task = None
+            self._busy = False
+            self._next()
+
+    def _write(self, data: bytes, close: bool) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(data)
+        if close:
+            transport.close()
+
+    def _next(self) -> None:
+        """After an answer: the next pipelined request, or the idle timer."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if self._buf:
+            if self._timer is None and self._need < 0:
+                self._arm()
+            self._advance()
+        else:
+            self._arm_idle()
+        self._bound()
+
+    # -- timers
+    def _arm_body(self) -> None:
+        if self._body_timer is None:
+            timeout = self._lane.limits().bodyTimeoutMs / 1000
+            self._body_timer = asyncio.get_running_loop().call_later(timeout, self._body_expired)
+
+    def _cancel_body(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_expired(self) -> None:
+        """As :func:`gateway.server.limits.read_body`: 408, and the connection closes."""
+        self._body_timer = None
+        text = b"body not received within %d ms\n" % self._lane.limits().bodyTimeoutMs
+        self._write(response(408, text, _TEXT, close=True), True)
+        if self._lane.on_body_timeout is not None:
+            self._lane.on_body_timeout()
+
+    def _arm_idle(self) -> None:
+        self._cancel_idle()
+        idle = self._lane.limits().idleTimeoutSeconds
+        self._idle_timer = asyncio.get_running_loop().call_later(idle, self._idle_expired)
+
+    def _cancel_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_expired(self) -> None:
+        self._idle_timer = None
+        if not self._busy and not self._buf:
+            self.close()
