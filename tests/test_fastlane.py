@@ -331,3 +331,30 @@ async def test_a_body_still_on_its_way_is_authenticated_from_the_head_section_12
     finally:
         await close(writer)
     assert len(stub.received) == 1
+
+
+async def test_idle_timeout_counts_from_the_last_answer(gateway_factory, stub_factory):
+    """One idle timer per idle period: a connection used again is closed a whole
+    ``idleTimeoutSeconds`` after its last answer, not after its first."""
+    stub = await stub_factory()
+    cfg = gateway_config([hook("org.example.up", stub.url)])
+    cfg["limits"]["idleTimeoutSeconds"] = 1.0
+    server = await gateway_factory(cfg)
+    loop = asyncio.get_running_loop()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        for pause in (0.0, 0.5):
+            await asyncio.sleep(pause)
+            writer.write(raw_request(_body()))
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
+            await reader.readexactly(length)
+            answered = loop.time()
+        closed = asyncio.ensure_future(reader.read())
+        done, _ = await asyncio.wait({closed}, timeout=0.8)
+        if loop.time() < answered + 1.0:
+            assert not done, "closed before a whole idle period after the last answer"
+        assert await asyncio.wait_for(closed, 5) == b""
+        assert loop.time() >= answered + 1.0
+    finally:
+        await close(writer)

@@ -374,3 +374,59 @@ async def test_a_flood_of_answer_headers_is_a_protocol_error() -> None:
         async with client() as c:
             with pytest.raises(ProtocolError, match="headers too large"):
                 await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20)
+
+
+async def test_a_deadline_fails_the_answer_with_timeout_and_drops_the_connection() -> None:
+    """``deadline`` bounds the exchange without cancelling the caller: TimeoutError, and the
+    upstream sees its connection end (nothing is left working on a pooled connection)."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await reader.read()  # never answers; returns when the client drops the connection
+
+    async with Scripted(script) as server, client() as c:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TimeoutError):
+            await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20, deadline=started + 0.2)
+        assert loop.time() - started >= 0.2
+        await until(lambda: server.ended == 1)
+        assert not c._origins
+
+
+async def test_a_deadline_also_bounds_the_wait_for_a_free_connection() -> None:
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await release.wait()
+        writer.write(ok())
+        await writer.drain()
+
+    async with Scripted(script) as server, client(limit_per_host=1) as c:
+        target = Target(server.url, {}, None)
+        first = asyncio.ensure_future(c.post(target, b"", b"{}", limit=1 << 20))
+        await until(lambda: server.connections == 1)
+        with pytest.raises(TimeoutError):
+            await c.post(target, b"", b"{}", limit=1 << 20, deadline=asyncio.get_running_loop().time() + 0.1)
+        release.set()
+        assert (await first).status == 200
+
+
+async def test_a_connection_used_again_within_its_idle_period_is_kept_for_a_whole_period() -> None:
+    """One idle timer per idle period: the timer set by the first release fires while the
+    connection is idle again after a second use, and waits out the second period instead."""
+    async with Scripted(keep_answering(ok())) as server, client(keepalive=1.0) as c:
+        target = Target(server.url, {}, None)
+        loop = asyncio.get_running_loop()
+        assert (await c.post(target, b"", b"{}", limit=1 << 20)).status == 200
+        first = loop.time()
+        await asyncio.sleep(0.5)
+        assert (await c.post(target, b"", b"{}", limit=1 << 20)).status == 200
+        second = loop.time()
+        assert server.connections == 1
+        await asyncio.sleep(max(0.0, first + 1.2 - loop.time()))  # past the first period's end
+        if loop.time() < second + 1.0:  # (a loaded machine may have slept past the second too)
+            assert server.ended == 0, "closed at the end of the first idle period"
+        await until(lambda: server.ended == 1)
+        assert loop.time() >= second + 1.0

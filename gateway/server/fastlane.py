@@ -160,6 +160,8 @@ class FastLane(_Guarded):
         self._close = False
         self._body_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since = 0.0
+        self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
         self._auth: asyncio.Task[Principal | Refusal] | None = None
         """Authentication started from the head while the body is on its way."""
@@ -175,13 +177,11 @@ class FastLane(_Guarded):
         if self._handler is not None:
             super().data_received(data)
             return
-        if not self._buf and not self._busy:
-            self._cancel_idle()
-            if self._timer is None and self._need < 0:
-                self._arm()  # first byte of a request on a kept-alive connection
         self._buf += data
         if not self._busy:
             self._advance()
+            if self._timer is None and self._head_pending():
+                self._arm()  # its header timeout runs from its first byte
         self._bound()
 
     def eof_received(self) -> bool | None:
@@ -216,6 +216,10 @@ class FastLane(_Guarded):
         elif not self._busy and self._buf:
             self._advance()
             self._bound()
+
+    def _head_pending(self) -> bool:
+        """A request head has begun and is not complete, and nothing is being served."""
+        return self._need < 0 and bool(self._buf) and not self._busy and self._handler is None
 
     # -- for the drain
     def close_if_idle(self) -> None:
@@ -276,7 +280,7 @@ class FastLane(_Guarded):
         assert headers is not None
         self._busy = True
         auth, self._auth = self._auth, None
-        task = asyncio.get_running_loop().create_task(self._serve(body, headers, self._close, auth))
+        task = self._loop.create_task(self._serve(body, headers, self._close, auth))
         self._task = task
         self._lane.serving.add(task)
         task.add_done_callback(self._lane.serving.discard)
@@ -342,7 +346,7 @@ class FastLane(_Guarded):
         lane, transport, headers = self._lane, self._transport, self._headers
         if lane.authenticate is None or transport is None or headers is None:
             return
-        task = asyncio.get_running_loop().create_task(lane.authenticate(headers, lane.peer(transport)))
+        task = self._loop.create_task(lane.authenticate(headers, lane.peer(transport)))
         self._auth = task
         task.add_done_callback(self._early_outcome)
 
@@ -409,7 +413,7 @@ class FastLane(_Guarded):
     def _arm_body(self) -> None:
         if self._body_timer is None:
             timeout = self._lane.limits().bodyTimeoutMs / 1000
-            self._body_timer = asyncio.get_running_loop().call_later(timeout, self._body_expired)
+            self._body_timer = self._loop.call_later(timeout, self._body_expired)
 
     def _cancel_body(self) -> None:
         if self._body_timer is not None:
@@ -425,9 +429,13 @@ class FastLane(_Guarded):
             self._lane.on_body_timeout()
 
     def _arm_idle(self) -> None:
-        self._cancel_idle()
-        idle = self._lane.limits().idleTimeoutSeconds
-        self._idle_timer = asyncio.get_running_loop().call_later(idle, self._idle_expired)
+        """The idle timeout from now. One timer per idle period, not per request: a timer that
+        fires on a connection used since then is set again for the rest of the period."""
+        self._idle_since = self._loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = self._loop.call_at(
+                self._idle_since + self._lane.limits().idleTimeoutSeconds, self._idle_expired
+            )
 
     def _cancel_idle(self) -> None:
         if self._idle_timer is not None:
@@ -436,5 +444,10 @@ class FastLane(_Guarded):
 
     def _idle_expired(self) -> None:
         self._idle_timer = None
-        if not self._busy and not self._buf:
+        if self._busy or self._buf or self._need >= 0:
+            return  # in use: the answer sets the timer again
+        due = self._idle_since + self._lane.limits().idleTimeoutSeconds
+        if self._loop.time() < due:
+            self._idle_timer = self._loop.call_at(due, self._idle_expired)
+        else:
             self.close()

@@ -108,11 +108,17 @@ class Target:
         was verified with (an id can be reused by a later context with another CA)."""
 
 
+def _time_out(answer: asyncio.Future[Response]) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
+
+
 class _Connection(asyncio.Protocol):
     """One connection and the answer in flight on it (at most one: no pipelining)."""
 
     def __init__(self, origin: _Origin) -> None:
         self.origin = origin
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.waiter: asyncio.Future[Response] | None = None
@@ -121,6 +127,8 @@ class _Connection(asyncio.Protocol):
         self.lost = False
         self.complete = False
         self.idle: asyncio.TimerHandle | None = None
+        """The idle-expiry timer; it may outlive an idle period and re-checks ``idle_since``."""
+        self.idle_since = 0.0
         self._reset()
 
     def _reset(self) -> None:
@@ -159,7 +167,7 @@ class _Connection(asyncio.Protocol):
         if self.idle is not None:
             self.idle.cancel()
             self.idle = None
-            self.origin.discard(self)
+        self.origin.discard(self)  # if it was in the pool
         if self.waiter is not None and not self.complete:
             if self.until_close and not self.interim:
                 self._finish()  # a body delimited by the end of the connection (RFC 9112 §6.3)
@@ -218,7 +226,7 @@ class _Connection(asyncio.Protocol):
     # ---------------------------------------------------------------- the exchange
     def send(self, data: bytes, limit: int, want_body: bool) -> asyncio.Future[Response]:
         assert self.transport is not None
-        self.waiter = asyncio.get_running_loop().create_future()
+        self.waiter = self.loop.create_future()
         self.limit, self.want_body, self.complete = limit, want_body, False  # the rest: on_message_begin
         self.transport.write(data)
         return self.waiter
@@ -264,15 +272,22 @@ class _Origin:
         self.count = 0
         self.waiters: deque[asyncio.Future[_Connection | None]] = deque()
 
-    async def acquire(self) -> _Connection:
+    def take_idle(self) -> _Connection | None:
+        """A pooled connection that is still open, if there is one (last used first)."""
         while self.idle:
-            conn = self.idle.pop()
+            conn = self.idle.pop()  # its idle timer stays; it re-checks when it fires
+            if not conn.lost:
+                return conn
             if conn.idle is not None:
                 conn.idle.cancel()
                 conn.idle = None
-            if not conn.lost:
-                return conn
             self.count -= 1
+        return None
+
+    async def acquire(self) -> _Connection:
+        conn = self.take_idle()
+        if conn is not None:
+            return conn
         if self.count >= self.limit:
             waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
             self.waiters.append(waiter)
@@ -310,7 +325,9 @@ class _Origin:
             return
         if self._hand_over(conn):
             return
-        conn.idle = asyncio.get_running_loop().call_later(self.keepalive, self._expire, conn)
+        conn.idle_since = conn.loop.time()
+        if conn.idle is None:  # one timer per idle period, not per request
+            conn.idle = conn.loop.call_at(conn.idle_since + self.keepalive, self._expire, conn)
         self.idle.append(conn)
 
     def discard(self, conn: _Connection) -> None:
@@ -321,6 +338,12 @@ class _Origin:
 
     def _expire(self, conn: _Connection) -> None:
         conn.idle = None
+        if conn not in self.idle:
+            return  # in use: its release sets the timer again
+        due = conn.idle_since + self.keepalive
+        if conn.loop.time() < due:
+            conn.idle = conn.loop.call_at(due, self._expire, conn)  # used since: the rest of the period
+            return
         if conn in self.idle:
             self.idle.remove(conn)
             conn.abort()
@@ -365,20 +388,43 @@ class H1Client:
         self._origins: dict[OriginKey, _Origin] = {}
 
     async def post(
-        self, target: Target, headers: bytes, body: bytes, *, limit: int, want_body: bool = True
+        self,
+        target: Target,
+        headers: bytes,
+        body: bytes,
+        *,
+        limit: int,
+        want_body: bool = True,
+        deadline: float | None = None,
     ) -> Response:
         """POST ``body`` with the target's head plus ``headers`` (a :func:`header_block`).
         The body of the answer is read (within ``limit``) only for a 200 when ``want_body``;
         any other answer resolves at its headers, and its connection is dropped unless the
-        answer had ended. Raises OSError (connect, TLS, reset), :class:`AnswerTooLarge`,
-        :class:`ProtocolError`."""
+        answer had ended. ``deadline`` (loop time) bounds the whole exchange, a connect
+        included: TimeoutError, and the connection is dropped. Raises OSError (connect, TLS,
+        reset), :class:`AnswerTooLarge`, :class:`ProtocolError`."""
         origin = self._origins.get(target.key)
         if origin is None:
             origin = self._origins[target.key] = _Origin(target, self._limit, self._keepalive, self._forget)
-        conn = await origin.acquire()
+        conn = origin.take_idle()
+        if conn is None:
+            if deadline is None:
+                conn = await origin.acquire()
+            else:
+                async with asyncio.timeout_at(deadline):  # a connect or a wait for a free slot
+                    conn = await origin.acquire()
         try:
             data = b"".join((target.head, headers, b"Content-Length: %d\r\n\r\n" % len(body), body))
-            return await conn.send(data, limit, want_body)
+            answer = conn.send(data, limit, want_body)
+            if deadline is None:
+                return await answer
+            # A timer on the answer itself: asyncio.timeout's task bookkeeping costs more than
+            # the rest of this call; the answer fails with TimeoutError, nothing is cancelled.
+            timer = conn.loop.call_at(deadline, _time_out, answer)
+            try:
+                return await answer
+            finally:
+                timer.cancel()
         finally:
             origin.release(conn)  # aborted unless the answer completed and may be kept alive
 

@@ -91,8 +91,6 @@ class HttpUpstream:
 
     async def _headers_for(self, extra: Mapping[str, str] | None) -> bytes:
         """The per-call header lines: trace context and the current credential."""
-        if not extra and self._authorizer is None:
-            return b""
         headers = dict(extra) if extra else {}
         if self._authorizer is not None:
             value = await self._authorizer.authorization()
@@ -123,19 +121,29 @@ class HttpUpstream:
         otherwise a notification: only 202/204 confirm it, and its answer body is never read
         (an observer cannot make the gateway buffer anything)."""
         try:
-            async with asyncio.timeout(timeout):
-                sent = await self._headers_for(headers)
+            if self._authorizer is None:  # nothing to await but the exchange: h1's deadline timer bounds it
                 response = await self._pool.h1.post(
-                    self._target, sent, wire.dumps(message), limit=self._max, want_body=answer
+                    self._target,
+                    header_block(headers) if headers else b"",
+                    wire.dumps(message),
+                    limit=self._max,
+                    want_body=answer,
+                    deadline=asyncio.get_running_loop().time() + timeout,
                 )
-                status = response.status
-                if status == 401 and not retried and await self._rediscover(response):
-                    return await self._post(message, timeout, headers, answer=answer, retried=True)
-                if not answer:
-                    return b"" if status in DELIVERED else self._status_failure(status)
-                if status != 200 or response.body is None:
-                    return self._status_failure(status)
-                return response.body
+            else:
+                async with asyncio.timeout(timeout):  # a credential may need a token request first
+                    sent = await self._headers_for(headers)
+                    response = await self._pool.h1.post(
+                        self._target, sent, wire.dumps(message), limit=self._max, want_body=answer
+                    )
+                    if response.status == 401 and not retried and await self._rediscover(response):
+                        return await self._post(message, timeout, headers, answer=answer, retried=True)
+            status = response.status
+            if not answer:
+                return b"" if status in DELIVERED else self._status_failure(status)
+            if status != 200 or response.body is None:
+                return self._status_failure(status)
+            return response.body
         except CredentialUnavailable as exc:
             return Failure(FailureClass.AUTH, str(exc))
         except TimeoutError:
