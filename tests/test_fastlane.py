@@ -64,6 +64,14 @@ async def _exchange(
     return out
 
 
+async def _answer(reader: asyncio.StreamReader) -> int:
+    """Read one response on a kept-alive connection; its status."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
+    await asyncio.wait_for(reader.readexactly(length), 5)
+    return status_of(head) or 0
+
+
 def _comparable(answers: list[tuple[int, dict[str, str], bytes]]) -> list[tuple[int, str | None, bytes]]:
     return [(status, headers.get("content-type"), body) for status, headers, body in answers]
 
@@ -166,10 +174,7 @@ async def test_a_connection_moves_to_aiohttp_at_the_first_other_request_and_keep
     try:
         for data, status in ((raw_request(first), 200), (CASES["GET"], 405), (raw_request(second), 200)):
             writer.write(data)
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            assert status_of(head) == status
-            length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
-            await reader.readexactly(length)
+            assert await _answer(reader) == status
     finally:
         await close(writer)
 
@@ -184,10 +189,7 @@ async def test_a_head_split_across_segments_is_served(gateway_factory, stub_fact
             await writer.drain()
             await asyncio.sleep(0)
             writer.write(data[cut:])
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            assert status_of(head) == 200, cut
-            length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
-            await reader.readexactly(length)
+            assert await _answer(reader) == 200, cut
     finally:
         await close(writer)
 
@@ -346,9 +348,7 @@ async def test_idle_timeout_counts_from_the_last_answer(gateway_factory, stub_fa
         for pause in (0.0, 0.5):
             await asyncio.sleep(pause)
             writer.write(raw_request(_body()))
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
-            await reader.readexactly(length)
+            assert await _answer(reader) == 200
             answered = loop.time()
         closed = asyncio.ensure_future(reader.read())
         done, _ = await asyncio.wait({closed}, timeout=0.8)

@@ -344,10 +344,9 @@ class _Origin:
         if conn.loop.time() < due:
             conn.idle = conn.loop.call_at(due, self._expire, conn)  # used since: the rest of the period
             return
-        if conn in self.idle:
-            self.idle.remove(conn)
-            conn.abort()
-            self._pass_on(None)
+        self.idle.remove(conn)
+        conn.abort()
+        self._pass_on(None)
 
     def _hand_over(self, conn: _Connection) -> bool:
         while self.waiters:
