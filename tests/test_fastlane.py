@@ -225,16 +225,7 @@ async def test_bearer_refusals_match_aiohttp_section_12(gateway_factory, stub_fa
 async def test_pipelining_cannot_make_the_fast_lane_buffer_without_bound(gateway_factory, stub_factory):
     """While a slow request is served, reading pauses once the client is ``AHEAD`` bytes ahead:
     what sits in the buffer stays under that plus one socket read, however much it sends."""
-    release = asyncio.Event()
-
-    async def slow(request):
-        await release.wait()
-        return result(request, [])
-
-    stub = await stub_factory(slow)
-    cfg = gateway_config([hook("org.example.up", stub.url, timeout=10000)])
-    cfg["limits"].update({"maxBodyBytes": 65536, "deadlineMs": 20000})
-    server = await gateway_factory(cfg)
+    stub, server, release = await _held(gateway_factory, stub_factory, limits={"maxBodyBytes": 65536})
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     flood = raw_request(BODY) * 20000  # ~46 MB of pipelined requests: more than loopback socket buffers hold
     send = asyncio.ensure_future(_send_all(writer, flood))
@@ -253,12 +244,8 @@ async def test_pipelining_cannot_make_the_fast_lane_buffer_without_bound(gateway
         await close(writer)
 
 
-async def _send_all(writer: asyncio.StreamWriter, data: bytes) -> None:
-    writer.write(data)
-    await writer.drain()
-
-
-async def test_drain_answers_the_request_being_served_and_closes_the_connection(gateway_factory, stub_factory):
+async def _held(gateway_factory, stub_factory, *, limits: dict[str, Any] | None = None, **extra: Any):
+    """A gateway whose one upstream holds every answer until ``release`` is set."""
     release = asyncio.Event()
 
     async def slow(request):
@@ -266,10 +253,20 @@ async def test_drain_answers_the_request_being_served_and_closes_the_connection(
         return result(request, [])
 
     stub = await stub_factory(slow)
-    cfg = gateway_config([hook("org.example.up", stub.url, timeout=10000)])
-    cfg["limits"]["deadlineMs"] = 20000
-    cfg["shutdown"] = {"drainDelaySeconds": 0, "drainTimeoutSeconds": 5}
-    server = await gateway_factory(cfg)
+    cfg = gateway_config([hook("org.example.up", stub.url, timeout=10000)], **extra)
+    cfg["limits"].update({"deadlineMs": 20000, **(limits or {})})
+    return stub, await gateway_factory(cfg), release
+
+
+async def _send_all(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(data)
+    await writer.drain()
+
+
+async def test_drain_answers_the_request_being_served_and_closes_the_connection(gateway_factory, stub_factory):
+    stub, server, release = await _held(
+        gateway_factory, stub_factory, shutdown={"drainDelaySeconds": 0, "drainTimeoutSeconds": 5}
+    )
     idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", server.port)
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(raw_request(BODY))

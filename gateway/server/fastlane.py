@@ -41,7 +41,8 @@ from multidict import CIMultiDict
 from gateway.config.models import Limits
 from gateway.inbound.gate import Peer
 from gateway.inbound.principal import Principal, Refusal
-from gateway.server.limits import ConnectionGuard, _Guarded
+from gateway.server.guard import refusal_text
+from gateway.server.limits import ConnectionGuard, _Guarded, body_timeout_reason
 
 log = logging.getLogger("ahp_gateway")
 
@@ -118,8 +119,7 @@ def response(status: int, body: bytes, content_type: bytes | None, *, close: boo
 def _refusal(refusal: Refusal, close: bool) -> bytes:
     """The same answer as the aiohttp path's (:func:`gateway.server.guard.refusal_response`)."""
     extra = b"WWW-Authenticate: %s\r\n" % refusal.challenge.encode("latin-1") if refusal.challenge else b""
-    text = b"unauthorized\n" if refusal.status == 401 else b"forbidden\n"
-    return response(refusal.status, text, _TEXT, close=close, extra=extra)
+    return response(refusal.status, refusal_text(refusal).encode(), _TEXT, close=close, extra=extra)
 
 
 class _Head:
@@ -423,7 +423,7 @@ class FastLane(_Guarded):
     def _body_expired(self) -> None:
         """As :func:`gateway.server.limits.read_body`: 408, and the connection closes."""
         self._body_timer = None
-        text = b"body not received within %d ms\n" % self._lane.limits().bodyTimeoutMs
+        text = (body_timeout_reason(self._lane.limits().bodyTimeoutMs / 1000) + "\n").encode()
         self._write(response(408, text, _TEXT, close=True), True)
         if self._lane.on_body_timeout is not None:
             self._lane.on_body_timeout()

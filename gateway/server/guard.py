@@ -46,10 +46,14 @@ def transport_peer(transport: Any, gate: Gate) -> Peer:
     return Peer(host, certificate)
 
 
+def refusal_text(refusal: Refusal) -> str:
+    """The body of a 401 or 403 (the same on every binding; never the reason)."""
+    return "unauthorized\n" if refusal.status == 401 else "forbidden\n"
+
+
 def refusal_response(refusal: Refusal) -> web.Response:
     headers = {"WWW-Authenticate": refusal.challenge} if refusal.challenge else {}
-    text = "unauthorized\n" if refusal.status == 401 else "forbidden\n"
-    return web.Response(status=refusal.status, text=text, headers=headers)
+    return web.Response(status=refusal.status, text=refusal_text(refusal), headers=headers)
 
 
 class Guard:

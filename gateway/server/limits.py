@@ -314,6 +314,11 @@ class GuardedSite(web.TCPSite):
 # Request bodies
 
 
+def body_timeout_reason(timeout: float) -> str:
+    """The 408 text when a body did not arrive within ``timeout`` seconds (both HTTP paths)."""
+    return f"body not received within {timeout * 1000:.0f} ms"
+
+
 class BodyRejected(Exception):
     """The body cannot be evaluated; ``status`` is the HTTP answer (400, 408, 413, 415)."""
 
@@ -401,7 +406,7 @@ async def read_body(stream: StreamReader, *, limit: int, coding: str | None, tim
                 else:
                     chunks.append(chunk)
     except TimeoutError:
-        raise BodyRejected(408, f"body not received within {timeout * 1000:.0f} ms") from None
+        raise BodyRejected(408, body_timeout_reason(timeout)) from None
     except RequestPayloadError:
         raise BodyRejected(400, "malformed request body framing") from None
     return decoder.finish() if decoder is not None else b"".join(chunks)

@@ -9,8 +9,8 @@ does not abort a cancelled call. This client keeps every guarantee of the HTTP b
 - bounded answers: a ``Content-Length`` over the limit fails before a byte of the body is read,
   a body without one is counted as it arrives and fails the moment it passes the limit;
 - the TLS context of the endpoint (its own CA bundle replaces the platform trust store);
-- cancellation (deadline, harness disconnect, a parallel deny) aborts the connection: the
-  upstream sees the disconnect and the connection never returns to the pool;
+- a missed deadline or a cancellation (harness disconnect, a parallel deny) aborts the
+  connection: the upstream sees the disconnect and the connection never returns to the pool;
 - a connection is reused only after a complete answer the server agreed to keep alive, and is
   closed after ``keepalive`` seconds idle; at most ``limit_per_host`` connections per origin.
 
@@ -21,6 +21,7 @@ injection from a credential or a trace header).
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import ssl
 from collections import deque
@@ -69,15 +70,12 @@ def header_block(headers: Mapping[str, str]) -> bytes:
 
 
 OriginKey = tuple[str, int, ssl.SSLContext | None]
-_default_tls: ssl.SSLContext | None = None
 
 
+@functools.cache
 def default_tls() -> ssl.SSLContext:
     """The platform trust store, loaded once per process (an upstream without ``caFile``)."""
-    global _default_tls
-    if _default_tls is None:
-        _default_tls = ssl.create_default_context()
-    return _default_tls
+    return ssl.create_default_context()
 
 
 class Target:

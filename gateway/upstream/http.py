@@ -89,13 +89,13 @@ class HttpUpstream:
         context = ssl.create_default_context(cafile=ca_file) if ca_file else None  # replaces the trust store
         self._target = Target(url, {**static_headers, "Content-Type": _JSON, "Accept": _JSON}, context)
 
-    async def _headers_for(self, extra: Mapping[str, str] | None) -> bytes:
+    @staticmethod
+    async def _headers_for(extra: Mapping[str, str] | None, authorizer: Authorizer) -> bytes:
         """The per-call header lines: trace context and the current credential."""
         headers = dict(extra) if extra else {}
-        if self._authorizer is not None:
-            value = await self._authorizer.authorization()
-            if value:  # None: no credential yet (RFC 9728 discovery happens on a 401)
-                headers["Authorization"] = value
+        value = await authorizer.authorization()
+        if value:  # None: no credential yet (RFC 9728 discovery happens on a 401)
+            headers["Authorization"] = value
         return header_block(headers)
 
     async def intercept(self, call: Call) -> Reply | Failure:
@@ -132,7 +132,7 @@ class HttpUpstream:
                 )
             else:
                 async with asyncio.timeout(timeout):  # a credential may need a token request first
-                    sent = await self._headers_for(headers)
+                    sent = await self._headers_for(headers, self._authorizer)
                     response = await self._pool.h1.post(
                         self._target, sent, wire.dumps(message), limit=self._max, want_body=answer
                     )
