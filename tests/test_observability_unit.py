@@ -3,10 +3,15 @@ needed here; the live Prometheus checks are in tests/observability/)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import threading
+import time
 
 import pytest
 
+from gateway.observability.decisions import _timestamp, _write_lines
 from tests.conftest import gateway_config, hook, intercept, post, result, tool_before, wait_for
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -141,3 +146,32 @@ async def test_a_failing_telemetry_sink_never_breaks_a_decision(gateway_factory,
     gw = await gateway_factory(gateway_config([hook("org.example.a", up.url)]), telemetry=Broken())
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert body["result"]["effects"][0]["reason"] == "no"
+
+
+def test_a_batch_written_through_a_small_pipe_arrives_whole_and_in_order() -> None:
+    """One ``writev`` per batch; a short write (here a 4 KiB pipe far smaller than the batch) is
+    completed from where it stopped, so no line is lost, cut or reordered."""
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    lines = [json.dumps({"n": n, "pad": "x" * (n % 700)}).encode() + b"\n" for n in range(700)]
+    received = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(read, 1000):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    _write_lines(write, lines)
+    os.close(write)
+    reader.join(10)
+    os.close(read)
+    assert bytes(received) == b"".join(lines)
+
+
+def test_decision_timestamps_are_rfc3339_milliseconds_across_second_and_millisecond_edges() -> None:
+    """The stamp is cached per millisecond and its prefix per second: every edge must show."""
+    base = 1_796_000_000.0  # 2026-11-30T...
+    for wall in (base, base + 0.0004, base + 0.001, base + 0.999, base + 1.0, base + 1.0015, base - 0.5):
+        expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(wall))) + f".{int(wall * 1000) % 1000:03d}Z"
+        assert _timestamp(wall) == expected

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from gateway.observability.tracing import parse_traceparent
-from tests.conftest import gateway_config, hook, intercept, tool_before
+from gateway.observability import tracing
+from gateway.observability.tracing import TRACE_EXTENSION, child_headers, from_request, parse_traceparent
+from gateway.upstream.h1 import header_block
+from tests.conftest import gateway_config, hook, intercept, result, tool_before
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -91,3 +93,77 @@ async def test_an_uppercase_header_starts_a_new_trace_and_drops_its_tracestate(g
         assert resp.status == 200
     assert up.headers[0]["traceparent"].split("-")[1] != TRACE
     assert "tracestate" not in up.headers[0]
+
+
+DENY = {"type": "deny", "reason": "blocked by the upstream", "code": "org.example.no"}
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["k=v\r\nX-Injected: 1", "k=v\nX: 1", "k=v\x00", "k=" + "v" * 600, "k=v\u00e9"],
+    ids=["crlf", "lf", "nul", "over-512", "non-ascii"],
+)
+async def test_an_unsafe_tracestate_in_the_event_is_dropped_and_cannot_fail_the_upstream_open(
+    state: str, gateway_factory, stub_factory, http
+) -> None:
+    """W3C Trace Context §3.3.1.1: an invalid ``tracestate`` may be discarded. The carrier in the
+    event is the harness's JSON, not an HTTP field: a line break there once made the header check
+    refuse every upstream call (a failure), so a fail-open upstream was skipped and its deny lost.
+    Now the upstream is called, with the trace joined and without the unsafe value."""
+    up = await stub_factory(lambda request: result(request, [DENY]))
+    gw = await gateway_factory(gateway_config([hook("org.example.a", up.url, policy="fail-open")]))
+    event = tool_before(extensions={TRACE_EXTENSION: {"traceparent": f"00-{TRACE}-{PARENT}-01", "tracestate": state}})
+    async with http.post(gw.url, json=intercept(event)) as resp:
+        answer = await resp.json()
+    assert [e["type"] for e in answer["result"]["effects"]] == ["deny"]
+    assert up.headers[0]["traceparent"].split("-")[1] == TRACE
+    assert "tracestate" not in up.headers[0] and "X-Injected" not in up.headers[0]
+
+
+def test_a_safe_tracestate_is_kept_beside_a_valid_parent_only() -> None:
+    """§3.3: no ``tracestate`` is read without a valid ``traceparent`` next to it."""
+    joined = from_request({"traceparent": f"00-{TRACE}-{PARENT}-01", "tracestate": " a=1,b=2 "}, {})
+    assert (joined.trace_id, joined.state) == (TRACE, "a=1,b=2")
+    assert from_request({"traceparent": "garbage", "tracestate": "a=1"}, {}).state is None
+    assert from_request({"tracestate": "a=1"}, {}).state is None
+
+
+def test_child_headers_carry_their_lines_and_match_what_the_mapping_says() -> None:
+    """The HTTP client sends the pre-built lines; they must say exactly what the mapping says."""
+    ctx = from_request({"traceparent": f"00-{TRACE}-{PARENT}-01", "tracestate": "a=1"}, {})
+    headers = child_headers(ctx)
+    assert header_block(headers) == header_block(dict(headers))
+    version, trace_id, span_id, flags = headers["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", TRACE, "01") and span_id != PARENT and len(span_id) == 16
+    assert child_headers(ctx)["traceparent"] != headers["traceparent"]  # a new span per call
+
+
+def test_new_ids_are_random_hex_and_never_all_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """W3C Trace Context §3.2.2.3-4: an all-zero trace or span id is invalid, so the pool skips
+    one; ids are lowercase hex of the right length and do not repeat."""
+    served = [bytes(4096), bytes(range(256)) * 16]
+    monkeypatch.setattr(tracing.os, "urandom", lambda n: served.pop(0))
+    ids = tracing._HexIds()
+    trace_id, span_id = ids.pair()
+    assert trace_id.strip("0") and span_id.strip("0") and (len(trace_id), len(span_id)) == (32, 16)
+    monkeypatch.undo()
+    fresh = tracing._HexIds()
+    seen = {fresh.take(32) for _ in range(1000)}
+    assert len(seen) == 1000 and all(len(i) == 32 and int(i, 16) for i in seen)
+
+
+def test_a_forked_worker_does_not_repeat_its_parents_ids() -> None:
+    """Workers are forked: a pool inherited from the parent would hand out the parent's ids."""
+    import os
+
+    tracing._ids.take(16)  # the parent holds a pool
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next id and leave at once
+        os.write(write, tracing._ids.take(16).encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert len(child) == 16 and child != tracing._ids.take(16)

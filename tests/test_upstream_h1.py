@@ -338,6 +338,17 @@ def test_header_injection_is_refused_without_echoing_the_value(name: str, value:
     assert "Injected" not in str(err.value) and "\x00" not in str(err.value)
 
 
+def test_a_bad_header_name_is_refused_after_good_names_were_remembered() -> None:
+    """Token names are remembered; the memory must never let a bad name through."""
+    for _ in range(3):
+        assert header_block({"X-A": "1"}) == b"X-A: 1\r\n"
+    for bad in ("X-A ", "X-A\r\nB", "x-a:"):
+        with pytest.raises(ValueError):
+            header_block({bad: "v"})
+    with pytest.raises(ValueError):
+        header_block({"X-A": "v\r\nInjected: 1"})  # a remembered name still gets its value checked
+
+
 def test_target_refuses_what_is_not_an_http_url() -> None:
     for url in ("ftp://h/", "http:///path", "http://h/a b"):
         with pytest.raises(ValueError):

@@ -9,3 +9,12 @@ import re
 NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """Use with ``fullmatch`` (``$`` would let a trailing newline through)."""
 BAD_VALUE = re.compile(r"[\r\n\x00]")
+
+
+class HeaderLines(dict[str, str]):
+    """Headers whose ``Name: value`` lines are already built and checked, because the gateway
+    wrote them itself from validated parts (trace context): the HTTP client sends ``block`` as it
+    is instead of checking and formatting the mapping again."""
+
+    __slots__ = ("block",)
+    block: bytes

@@ -103,6 +103,16 @@ def dumps(value: Json) -> bytes:
         return orjson.dumps(_fragments(value), default=_default)
 
 
+def dumps_line(value: Json) -> bytes:
+    """:func:`dumps` with a trailing newline (a JSON Lines record), added by orjson itself."""
+    try:
+        return orjson.dumps(value, default=_default, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+        return orjson.dumps(_fragments(value), default=_default, option=orjson.OPT_APPEND_NEWLINE)
+
+
 def is_request_id(value: object) -> bool:
     """A JSON-RPC id as AHP allows it: a non-empty string or an integer (never a bool)."""
     if isinstance(value, str):
