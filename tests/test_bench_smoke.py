@@ -52,3 +52,20 @@ def test_quick_run_writes_table_and_json(tmp_path: Path) -> None:
     machine = data["machine"]
     for key in ("cpu_model", "cores", "python", "kernel"):
         assert machine.get(key), f"machine description lacks {key}"
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install -y valgrind)")
+def test_instruction_count_of_a_live_gateway() -> None:
+    """``bench.instructions`` runs the gateway under callgrind and counts its instructions per
+    request: a count that is neither zero nor absurd, printed as a table row."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--only", "S2", "--n", "160"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| S2 |"))
+    count = int(row.split("|")[2].replace(",", ""))
+    assert 100_000 < count < 5_000_000, row

@@ -1,0 +1,134 @@
+"""Instructions per request of the live gateway, counted by valgrind's callgrind: a measure the
+load of a shared machine cannot move (runs agree within about 0.3 %), for A/B comparisons of
+the gateway's own work where wall-clock ratios drown in noise. It counts user-space instructions
+of every thread, so it misses system calls, cache misses and context switches: read it beside
+the CPU time of ``bench.run``, not instead of it.
+
+For each scenario: the raw upstream stub, the gateway under callgrind on that scenario's
+configuration, a warm-up, counters zeroed, ``--n`` requests (the benchmark's 2.2 KB
+``tool.before``) over 16 connections, counters dumped.
+
+    python -m bench.instructions [--only S2,S7] [--n 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.payloads import intercept_body
+from bench.procs import BenchError, Processes, free_port, http_request, wait_until
+from bench.scenarios import ALL, gateway_config, production_profile
+
+CONNECTIONS = 16
+
+
+async def _load(port: int, count: int) -> None:
+    """``count`` requests in order on each of 16 keep-alive connections, answers read whole."""
+    body = intercept_body()
+    request = b"POST / HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+
+    async def one(share: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(share):
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise BenchError(f"unexpected answer: {head[:60]!r}")
+            length = next(
+                int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+            )
+            await reader.readexactly(length)
+        writer.close()
+
+    await asyncio.gather(*(one(count // CONNECTIONS) for _ in range(CONNECTIONS)))
+
+
+def _total(dump_dir: Path, pid: int) -> int:
+    """The instruction total of the newest dump of ``pid``."""
+    dumps = sorted(dump_dir.glob(f"cg.{pid}*"), key=lambda p: p.stat().st_mtime)
+    for line in dumps[-1].read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise BenchError(f"no totals in {dumps[-1]}")
+
+
+def measure(key: str, n: int, workdir: Path) -> float:
+    scenario = next(s for s in ALL if s.key == key)
+    if scenario.under_test != "gateway" or scenario.stubs > 1:
+        raise BenchError(f"{key}: only gateway scenarios with at most one upstream are counted")
+    procs = Processes(workdir, {})
+    try:
+        stub_port, port, admin = free_port(), free_port(), free_port()
+        stub = procs.start(
+            "stub", [sys.executable, "-m", "bench.stub", "--port", str(stub_port), "--impl", "raw"], cpus=None
+        )
+        urls = [f"http://127.0.0.1:{stub_port}/"] * scenario.stubs
+        config = gateway_config(scenario, port, admin, urls, workdir)
+        if scenario.production:
+            config = production_profile(config)
+        path = workdir / f"{key}.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        dumps = workdir / f"cg-{key}"
+        dumps.mkdir()
+        gateway = procs.start(
+            key,
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={dumps}/cg.%p",
+                sys.executable,
+                "-m",
+                "gateway",
+                "serve",
+                "--config",
+                str(path),
+            ],
+            cpus=None,
+        )
+        body = intercept_body()
+        wait_until(
+            lambda: http_request(port, "POST", "/", body, timeout=30)[0] == 200,
+            deadline_s=180,
+            procs=[stub, gateway],
+            what=f"{key} under callgrind",
+            interval=0.5,
+        )
+        asyncio.run(_load(port, 800))
+        subprocess.run(["callgrind_control", "-z", str(gateway.pid)], check=True, capture_output=True)
+        asyncio.run(_load(port, n))
+        subprocess.run(["callgrind_control", "-d", str(gateway.pid)], check=True, capture_output=True)
+        time.sleep(0.5)
+        return _total(dumps, gateway.pid) / (n // CONNECTIONS * CONNECTIONS)
+    finally:
+        procs.stop_all()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="S2,S7", help="comma-separated gateway scenarios (default S2,S7)")
+    parser.add_argument("--n", type=int, default=2000, help="requests counted per scenario")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("valgrind (with callgrind_control) is needed")
+    keys = [k.strip() for k in args.only.split(",") if k.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        counted = {key: measure(key, args.n, Path(tmp)) for key in keys}
+    base = counted[keys[0]]
+    print("| Scenario | Instructions per request | × " + keys[0] + " |\n|---|---:|---:|")
+    for key, value in counted.items():
+        print(f"| {key} | {value:,.0f} | {value / base:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
