@@ -98,9 +98,7 @@ def dumps(value: Json) -> bytes:
     try:
         return orjson.dumps(value, default=_default)
     except orjson.JSONEncodeError as exc:
-        if "64-bit" not in str(exc):
-            raise
-        return orjson.dumps(_fragments(value), default=_default)
+        return _wide(value, exc, 0)
 
 
 def dumps_line(value: Json) -> bytes:
@@ -108,9 +106,14 @@ def dumps_line(value: Json) -> bytes:
     try:
         return orjson.dumps(value, default=_default, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError as exc:
-        if "64-bit" not in str(exc):
-            raise
-        return orjson.dumps(_fragments(value), default=_default, option=orjson.OPT_APPEND_NEWLINE)
+        return _wide(value, exc, orjson.OPT_APPEND_NEWLINE)
+
+
+def _wide(value: Json, exc: orjson.JSONEncodeError, option: int) -> bytes:
+    """The second try, only for integers beyond 64 bits (the first one stays a direct call)."""
+    if "64-bit" not in str(exc):
+        raise exc
+    return orjson.dumps(_fragments(value), default=_default, option=option)
 
 
 def is_request_id(value: object) -> bool:

@@ -56,11 +56,6 @@ class Response:
     """None when the caller did not want the body (an observe delivery)."""
 
 
-_TOKENS: set[str] = set()
-"""Header names already found to be tokens (the gateway writes a handful: trace context,
-``Authorization``); bounded so no caller can grow it."""
-
-
 def header_block(headers: Mapping[str, str]) -> bytes:
     """``Name: value\\r\\n`` lines, refused (ValueError, naming the header, never its value) if a
     name is not an HTTP token or a value holds CR, LF or NUL."""
@@ -68,11 +63,8 @@ def header_block(headers: Mapping[str, str]) -> bytes:
         return headers.block
     lines = []
     for name, value in headers.items():
-        if name not in _TOKENS:
-            if not header_syntax.NAME.fullmatch(name):
-                raise ValueError(f"invalid header name {name!r}")
-            if len(_TOKENS) < 64:
-                _TOKENS.add(name)
+        if not header_syntax.NAME.fullmatch(name):
+            raise ValueError(f"invalid header name {name!r}")
         if header_syntax.BAD_VALUE.search(value):
             raise ValueError(f"invalid value for header {name}")
         lines.append(f"{name}: {value}\r\n")
