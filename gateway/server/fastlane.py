@@ -9,7 +9,9 @@ traffic — ``POST <listen.path>``, ``Content-Type: application/json``, an exact
 
 How the hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
 duplicate ``Content-Length``), so the first ``CRLFCRLF`` in the buffer ends the request head
-llhttp parsed, and the body is exactly ``Content-Length`` bytes after it. A request is read only
+llhttp parsed, and the body is exactly ``Content-Length`` bytes after it. Whatever aiohttp might
+refuse (a repeated header, no ``Host``, an upgrade, fields near its limits) is handed off too, so
+the fast lane never serves a request aiohttp would refuse (tests/test_fastlane_hostile.py). A request is read only
 to its head before it is judged, so a request that is not for the fast lane is still whole in the
 buffer; an aiohttp handler is then connected to the transport, fed those bytes and every later
 one, and answers as if it had read the connection from that request on (401/403, 404, 405, 413,
@@ -52,8 +54,13 @@ AHEAD = 65536
 """Bytes a client may send ahead (pipelined) while one of its requests is served."""
 _END = b"\r\n\r\n"
 _JSON = "application/json"
-_HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade"})
-"""Headers whose presence sends a request to aiohttp (it implements what they ask for)."""
+_HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade", "sec-websocket-key1"})
+"""Headers whose presence sends a request to aiohttp (it implements or refuses what they ask for)."""
+MAX_FIELDS = 64
+MAX_FIELD = 4096
+"""A head with more header lines, or a longer name or value, goes to aiohttp, which applies its
+own limits (128 lines, 8190 bytes a field): handing off below them keeps every answer aiohttp's."""
+_OWS = b" \t"
 
 Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[bytes | None]]
 Authenticate = Callable[[Mapping[str, str], Peer], Coroutine[Any, Any, Principal | Refusal]]
@@ -123,23 +130,47 @@ def _refusal(refusal: Refusal, close: bool) -> bytes:
 
 
 class _Head:
-    """llhttp callbacks for one request head."""
+    """llhttp callbacks for one request head, judging each header as it is parsed: ``refused``
+    once anything in it is aiohttp's to answer (a repeated header, one that asks for what only
+    aiohttp implements or refuses, a field near aiohttp's limits)."""
 
-    __slots__ = ("complete", "headers", "url")
+    __slots__ = ("complete", "content_type", "headers", "keep_alive", "length", "parser", "refused", "url")
 
     def __init__(self) -> None:
         self.url = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.complete = False
+        self.headers: CIMultiDict[str] = CIMultiDict()
+        self.complete = self.keep_alive = self.refused = False
+        self.length = -1
+        self.content_type = ""
+        self.parser: httptools.HttpRequestParser | None = None
+        """Set while a head is fed (and cleared after, so the two do not form a cycle)."""
 
     def on_url(self, url: bytes) -> None:
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
+        if len(name) > MAX_FIELD or len(value) > MAX_FIELD or len(self.headers) >= MAX_FIELDS:
+            self.refused = True
+            return
+        key = name.decode("latin-1")
+        lower = key.lower()
+        if lower in _HANDS_OFF or lower in self.headers:
+            self.refused = True
+            return
+        text = value.strip(_OWS).decode("utf-8", "surrogateescape")  # RFC 9110 §5.5, as aiohttp
+        if lower == "content-length":
+            if not (text.isascii() and text.isdigit()):
+                self.refused = True
+                return
+            self.length = int(text)
+        elif lower == "content-type":
+            self.content_type = text
+        self.headers.add(key, text)
 
     def on_headers_complete(self) -> None:
         self.complete = True
+        # Read now: a head without a body completes the message, and llhttp resets its flags then.
+        self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
 
 
 class FastLane(_Guarded):
@@ -165,6 +196,8 @@ class FastLane(_Guarded):
         self._task: asyncio.Task[None] | None = None
         self._auth: asyncio.Task[Principal | Refusal] | None = None
         """Authentication started from the head while the body is on its way."""
+        self._refused = False
+        """The request being read was refused from its head and answered: its body is skipped."""
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -273,6 +306,11 @@ class FastLane(_Guarded):
             self._arm_body()
             return
         self._cancel_body()
+        if self._refused:  # answered from its head: its body frames nothing, the connection goes on
+            del buf[:total]
+            self._need, self._headers, self._refused = -1, None, False
+            self._next()
+            return
         body = bytes(buf[self._head_len : total])
         del buf[:total]
         self._need = -1
@@ -286,39 +324,32 @@ class FastLane(_Guarded):
         task.add_done_callback(self._lane.serving.discard)
 
     def _judge(self, head: bytes) -> int | None:
-        """The body length of a fast-lane request, or None: hand it to aiohttp."""
+        """The body length of a fast-lane request, or None: hand it to aiohttp. Anything unusual
+        in the head is aiohttp's to answer (see :class:`_Head`; a missing ``Host`` too), so the
+        fast lane never serves a request aiohttp would refuse."""
         parsed = _Head()
-        parser = httptools.HttpRequestParser(parsed)
+        parser = parsed.parser = httptools.HttpRequestParser(parsed)
         try:
             parser.feed_data(head)
-        except httptools.HttpParserError:
-            return None  # aiohttp answers 400 for it
-        if not parsed.complete or parsed.url != self._lane.target or parser.get_http_version() != "1.1":
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            return None  # aiohttp answers 400 for it, or serves the upgrade request
+        finally:
+            parsed.parser = None
+        if (
+            parsed.refused
+            or not parsed.complete
+            or parsed.url != self._lane.target
+            or parser.get_http_version() != "1.1"
+            or "host" not in parsed.headers  # 400 from aiohttp (RFC 9112 §3.2)
+        ):
             return None
-        length = -1
-        content_type = ""
-        headers: CIMultiDict[str] = CIMultiDict()
-        for raw_name, raw_value in parsed.headers:
-            name = raw_name.decode("latin-1")
-            value = raw_value.decode("utf-8", "surrogateescape")
-            lower = name.lower()
-            if lower in _HANDS_OFF:
-                return None
-            if lower == "content-length":
-                if not (value.isascii() and value.isdigit()):
-                    return None
-                length = int(value)
-            elif lower == "content-type":
-                if content_type:
-                    return None
-                content_type = value
-            headers.add(name, value)
+        length = parsed.length
         if length < 0 or length > self._lane.limits().maxBodyBytes:
             return None  # aiohttp answers from the headers, without reading the body
-        if content_type.split(";", 1)[0].strip().lower() != _JSON:
+        if parsed.content_type.split(";", 1)[0].strip().lower() != _JSON:
             return None  # 415 from aiohttp
-        self._close = not parser.should_keep_alive()
-        self._headers = headers
+        self._close = not parsed.keep_alive
+        self._headers = parsed.headers
         return length
 
     def _hand_off(self) -> None:
@@ -355,9 +386,13 @@ class FastLane(_Guarded):
             return  # dispatched already (the request awaits it), or gone; an error surfaces there
         outcome = task.result()
         if isinstance(outcome, Refusal):
+            # Answered now, as aiohttp does; the body is then read and skipped (within the body
+            # timeout) and the connection kept. Closing with the body in flight could reset the
+            # connection before the client read its 401.
             self._auth = None
-            self._cancel_body()
-            self._write(_refusal(outcome, True), True)  # the unread body cannot frame a next request
+            close = self._lane.draining
+            self._write(_refusal(outcome, close), close)
+            self._refused = not close
 
     async def _serve(
         self, body: bytes, headers: CIMultiDict[str], close: bool, auth: asyncio.Task[Principal | Refusal] | None
@@ -423,6 +458,9 @@ class FastLane(_Guarded):
     def _body_expired(self) -> None:
         """As :func:`gateway.server.limits.read_body`: 408, and the connection closes."""
         self._body_timer = None
+        if self._refused:  # already answered: no 408 for a body nobody waits for
+            self.close()
+            return
         text = (body_timeout_reason(self._lane.limits().bodyTimeoutMs / 1000) + "\n").encode()
         self._write(response(408, text, _TEXT, close=True), True)
         if self._lane.on_body_timeout is not None:
