@@ -201,3 +201,30 @@ async def test_the_sdk_backend_receives_the_exact_numbers(gateway_factory, http)
         status, body = await post(http, server.url, raw)
         assert status == 200 and body["result"]["effects"] == [], body
     assert backend.intercepts[0]["input"] == {"big": int(HUGE_INT), "long": -int(LONG_INT), "n": 1e308}
+
+
+@pytest.mark.spec("AHP-RPC-001")
+@pytest.mark.parametrize(
+    ("raw_id", "answered"),
+    [("1" + "0" * 4000, True), ("-" + "9" * 5000, True), ("1" + "0" * 400 + ".5", False), ("1e400", False)],
+    ids=["4001 digits", "minus 5000 digits", "huge with a fraction", "huge exponent"],
+)
+async def test_an_integer_id_of_any_length_is_echoed_exactly(
+    gateway_factory, http, raw_id: str, answered: bool
+) -> None:
+    """AHP-RPC-001: an id is a string or an integer of any length. An integer past 4000 digits is
+    read as an integral Decimal (int parsing turns quadratic there) and is still an id, echoed
+    digit for digit; a number with a fraction or an exponent is not an id (-32600, id null)."""
+    server = await gateway_factory(gateway_config([hook("org.example.up", "http://127.0.0.1:9/")]))
+    raw = (
+        '{"jsonrpc": "2.0", "id": '
+        + raw_id
+        + ', "method": "hooks/capabilities", "params": {"protocolVersion": "draft"}}'
+    )
+    async with http.post(server.url, data=raw, headers={"Content-Type": "application/json"}) as response:
+        assert response.status == 200
+        text = await response.text()
+    if answered:
+        assert text.startswith('{"jsonrpc":"2.0","id":' + raw_id + ',"result":'), text[:80]
+    else:
+        assert json.loads(text)["id"] is None and json.loads(text)["error"]["code"] == -32600

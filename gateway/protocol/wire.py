@@ -117,10 +117,14 @@ def _wide(value: Json, exc: orjson.JSONEncodeError, option: int) -> bytes:
 
 
 def is_request_id(value: object) -> bool:
-    """A JSON-RPC id as AHP allows it: a non-empty string or an integer (never a bool)."""
+    """A JSON-RPC id as AHP allows it: a non-empty string or an integer (never a bool), of any
+    length: an integer of more than 4000 digits is read as an integral ``Decimal`` (see the
+    module docstring) and is an id all the same."""
     if isinstance(value, str):
         return bool(value)
-    return type(value) is int
+    if type(value) is int:
+        return True
+    return type(value) is Decimal and value.is_finite() and value.as_tuple().exponent == 0
 
 
 def error_body(request_id: Json, code: int, data: Json = None, message: str | None = None) -> bytes:

@@ -7,7 +7,11 @@ does not abort a cancelled call. This client keeps every guarantee of the HTTP b
 
 - no redirects: a 3xx is an answer like any other, never followed;
 - bounded answers: a ``Content-Length`` over the limit fails before a byte of the body is read,
-  a body without one is counted as it arrives and fails the moment it passes the limit;
+  a body without one is counted as it arrives and fails the moment it passes the limit; a head
+  is bounded on the wire as it arrives (an endless header line fails at once), and so is a
+  body's framing (chunk extensions, trailers);
+- only HTTP/1.x answers framed by ``Content-Length``, ``chunked`` or, over plain TCP, a clean
+  close (a reset or, over TLS, any close cannot be told from a truncation);
 - the TLS context of the endpoint (its own CA bundle replaces the platform trust store);
 - a missed deadline or a cancellation (harness disconnect, a parallel deny) aborts the
   connection: the upstream sees the disconnect and the connection never returns to the pool;
@@ -35,6 +39,13 @@ from gateway.protocol import headers as header_syntax
 
 MAX_HEADER_BYTES = 64 * 1024
 """Response header bytes accepted (names and values), like aiohttp's default field limits."""
+MAX_HEAD_BYTES = MAX_HEADER_BYTES + 16 * 1024
+"""Bytes a response head may take on the wire (status line, framing, names, values). Checked as
+the bytes arrive: httptools buffers an unfinished line in Python, so an endless header field
+would otherwise grow without bound until the deadline."""
+FRAMING_ALLOWANCE = 2 * MAX_HEADER_BYTES
+"""Bytes a body may take on the wire beyond twice the answer limit (chunk sizes, extensions,
+trailers): what bounds an endless trailer or chunk extension, which never reach ``on_body``."""
 KEPT_HEADERS = frozenset({b"content-length", b"transfer-encoding", b"www-authenticate"})
 """Response headers the gateway reads; the others are parsed and dropped."""
 
@@ -129,6 +140,10 @@ class _Connection(asyncio.Protocol):
         self.idle: asyncio.TimerHandle | None = None
         """The idle-expiry timer; it may outlive an idle period and re-checks ``idle_since``."""
         self.idle_since = 0.0
+        self.in_head = True
+        """Bytes fed now belong to a response head (:data:`MAX_HEAD_BYTES` applies)."""
+        self.fed = 0
+        """Bytes fed to the parser for the current head, or for the body after it."""
         self._reset()
 
     def _reset(self) -> None:
@@ -152,7 +167,7 @@ class _Connection(asyncio.Protocol):
             self.abort()  # bytes nobody asked for: the stream can no longer frame an answer
             return
         try:
-            self.parser.feed_data(data)
+            self._feed(data)
         except httptools.HttpParserUpgrade:
             self._fail(ProtocolError("upgrade in an answer"))
         except httptools.HttpParserError as exc:
@@ -161,6 +176,30 @@ class _Connection(asyncio.Protocol):
                 self._fail(raised)
             else:
                 self._fail(ProtocolError(str(exc) or exc.__class__.__name__))
+        except (AnswerTooLarge, ProtocolError) as exc:
+            self._fail(exc)
+
+    def _feed(self, data: bytes) -> None:
+        """Feed ``data`` within the wire budgets: a head gets :data:`MAX_HEAD_BYTES` (a chunk
+        that holds more is fed up to the budget first, so a head that ended within it goes on
+        to its body or to the next head after a 1xx), a body twice the answer limit plus
+        :data:`FRAMING_ALLOWANCE`. A head that begins inside a chunk counts from the next chunk,
+        so one head holds at most twice its budget."""
+        while self.in_head:
+            room = MAX_HEAD_BYTES - self.fed
+            if len(data) <= room:
+                self.fed += len(data)
+                self.parser.feed_data(data)
+                return
+            part, data = data[:room], data[room:]
+            self.fed = MAX_HEAD_BYTES  # spent, unless a head completes within ``part`` (fed = 0)
+            self.parser.feed_data(part)
+            if self.in_head and self.fed == MAX_HEAD_BYTES:
+                raise ProtocolError("answer headers too large")
+        self.fed += len(data)
+        if self.fed > 2 * self.limit + FRAMING_ALLOWANCE:
+            raise AnswerTooLarge(f"answer framing over {2 * self.limit + FRAMING_ALLOWANCE} bytes")
+        self.parser.feed_data(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -169,8 +208,8 @@ class _Connection(asyncio.Protocol):
             self.idle = None
         self.origin.discard(self)  # if it was in the pool
         if self.waiter is not None and not self.complete:
-            if self.until_close and not self.interim:
-                self._finish()  # a body delimited by the end of the connection (RFC 9112 §6.3)
+            if self.until_close and not self.interim and exc is None:
+                self._finish()  # a body delimited by a clean end of the connection (RFC 9112 §6.3)
             else:
                 self._fail(ConnectionResetError("upstream closed the connection"))
 
@@ -192,18 +231,30 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
+        if status < 100 or self.parser.get_http_version() not in ("1.1", "1.0"):
+            raise ProtocolError("not an HTTP/1.1 response")
+        self.fed = 0
         if status < 200:
             self.interim = True  # 1xx: informational, the answer follows on the same stream
-            return
+            return  # and its head, too, within the head budget
+        self.in_head = False
         if status != 200:
             self.want_body = False  # only a 200 carries an AHP answer; others end at the headers
         length = self.headers.get("content-length")
+        coding = self.headers.get("transfer-encoding")
+        if coding is not None and coding.strip(" \t").lower() != "chunked":
+            raise ProtocolError("a transfer coding other than chunked")  # none was offered (RFC 9112 §7)
         if length is not None:
+            length = length.strip(" \t")  # optional whitespace around the value (RFC 9110 §5.5)
             if not length.isdigit():
                 raise ProtocolError("invalid Content-Length")
             if self.want_body and int(length) > self.limit:
                 raise AnswerTooLarge(f"answer of {int(length)} bytes")
-        elif "transfer-encoding" not in self.headers and status not in (204, 304):
+        elif coding is None and status not in (204, 304):
+            if self.want_body and self.origin.ssl is not None:
+                # asyncio reports a TCP close without TLS's closure alert as a clean end, so a
+                # truncated answer could not be told from a whole one (RFC 9112 §9.8).
+                raise ProtocolError("an answer delimited by the connection's end over TLS")
             self.until_close = True
         if not self.want_body:
             self._resolve(Response(status, self.headers, None))
@@ -228,6 +279,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.waiter = self.loop.create_future()
         self.limit, self.want_body, self.complete = limit, want_body, False  # the rest: on_message_begin
+        self.in_head, self.fed = True, 0
         self.transport.write(data)
         return self.waiter
 
