@@ -167,7 +167,11 @@ class _Connection(asyncio.Protocol):
             self.abort()  # bytes nobody asked for: the stream can no longer frame an answer
             return
         try:
-            self._feed(data)
+            if self.in_head and len(data) <= MAX_HEAD_BYTES - self.fed:  # the usual case: a whole answer
+                self.fed += len(data)
+                self.parser.feed_data(data)
+            else:
+                self._feed(data)
         except httptools.HttpParserUpgrade:
             self._fail(ProtocolError("upgrade in an answer"))
         except httptools.HttpParserError as exc:
@@ -178,6 +182,10 @@ class _Connection(asyncio.Protocol):
                 self._fail(ProtocolError(str(exc) or exc.__class__.__name__))
         except (AnswerTooLarge, ProtocolError) as exc:
             self._fail(exc)
+
+    def _head_open(self) -> bool:
+        """Whether a head is still being read (the parser's callbacks change it while it runs)."""
+        return self.in_head
 
     def _feed(self, data: bytes) -> None:
         """Feed ``data`` within the wire budgets: a head gets :data:`MAX_HEAD_BYTES` (a chunk
@@ -194,7 +202,7 @@ class _Connection(asyncio.Protocol):
             part, data = data[:room], data[room:]
             self.fed = MAX_HEAD_BYTES  # spent, unless a head completes within ``part`` (fed = 0)
             self.parser.feed_data(part)
-            if self.in_head and self.fed == MAX_HEAD_BYTES:
+            if self.fed == MAX_HEAD_BYTES and self._head_open():
                 raise ProtocolError("answer headers too large")
         self.fed += len(data)
         if self.fed > 2 * self.limit + FRAMING_ALLOWANCE:
