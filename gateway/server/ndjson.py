@@ -13,7 +13,8 @@ into bounded lines; :class:`Framer` turns each line into what the front end must
 
 Finding an id in a broken frame uses a bracket/string tokenizer (on at most :data:`SCAN_BYTES`
 bytes of an oversized line or fragment) and accepts only a key ``"id"`` of the top-level object
-whose value is complete.
+whose value is complete. The tokenizer runs in linear time on any input (its quantifiers are
+possessive and an unclosed string is one token), so a hostile line cannot stall the event loop.
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ SCAN_BYTES = 65_536
 MULTILINE = "multi-line JSON: one object per line (AHP-STDIO-001)"
 UNTERMINATED = "message not terminated by a newline (AHP-STDIO-001)"
 
-_TOKEN = re.compile(rb'"(?:[^"\\\n]|\\.)*"(\s*:)?|[{}\[\]]')
-_ID_VALUE = re.compile(rb'\s*("(?:[^"\\\n]|\\.)*"|-?(?:0|[1-9][0-9]*))(?=\s*[,}])')
+_TOKEN = re.compile(rb'"(?:[^"\\\n]++|\\.)*+(?:(")(\s*+:)?)?|[{}\[\]]')
+"""A bracket, or a string (group 1: its closing quote, absent when unclosed; group 2: the colon of
+a key). An unclosed string ends where no closing quote can follow; no quote inside it can start a
+closed string either, so it is consumed whole instead of being retried at each of its quotes."""
+_ID_VALUE = re.compile(rb'\s*+("(?:[^"\\\n]++|\\.)*+"|-?(?:0|[1-9][0-9]*+))(?=\s*+[,}])')
+_STARTS_REQUEST = re.compile(rb'\s*+\{\s*+"jsonrpc"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,22 +111,23 @@ def scan(data: bytes, depth: int = 0) -> tuple[int, Any]:
     """(bracket depth after ``data``, the top-level request id if one is complete in it)."""
     found: Any = None
     for match in _TOKEN.finditer(data):
-        first = match.group()[:1]
+        token = match.group()
+        first = token[:1]
         if first in b"{[":
             depth += 1
         elif first in b"}]":
             depth -= 1
-        elif match.group(1) is not None and depth == 1 and found is None:
-            key = match.group()[: match.start(1) - match.start()]
-            if key == b'"id"':
-                value = _ID_VALUE.match(data, match.end())
-                if value is not None:
-                    try:
-                        candidate = wire.loads(value.group(1))
-                    except wire.JSONDecodeError:
-                        candidate = None
-                    if wire.is_request_id(candidate):
-                        found = candidate
+        elif match.group(1) is None:  # an unclosed string holds no key: only its brackets count
+            depth += token.count(b"{") + token.count(b"[") - token.count(b"}") - token.count(b"]")
+        elif depth == 1 and found is None and match.group(2) and data[match.start() : match.end(1)] == b'"id"':
+            value = _ID_VALUE.match(data, match.end())
+            if value is not None:
+                try:
+                    candidate = wire.loads(value.group(1))
+                except wire.JSONDecodeError:
+                    candidate = None
+                if wire.is_request_id(candidate):
+                    found = candidate
     return depth, found
 
 
@@ -146,12 +152,13 @@ class Framer:
     def frame(self, line: Line) -> list[Frame]:
         out: list[Frame] = []
         if self._parts:
-            if line.oversized or self._size + len(line.data) > self.limit:
+            if line.oversized:
                 out.append(self._close_fragment(oversized=True))
-                if not line.oversized:
-                    return out  # the rest of an over-long fragment is dropped with it
-            elif _starts_object(line.data) and _is_message(line.data):
-                out.append(self._close_fragment())  # a complete message ends a broken fragment
+            elif _starts_message(line.data):
+                out.append(self._close_fragment())  # a new message ends a broken fragment
+            elif self._size + len(line.data) > self.limit:
+                out.append(self._close_fragment(oversized=True))
+                return out  # the rest of an over-long fragment is dropped with it
             else:
                 self._parts.append(line.data)
                 self._size += len(line.data) + 1
@@ -226,9 +233,17 @@ def _id_of(message: Any) -> Any:
     return None
 
 
-def _is_message(data: bytes) -> bool:
+def _starts_message(data: bytes) -> bool:
+    """Whether a line read while a fragment is open begins a message of its own rather than
+    continuing the fragment: it starts like a request (``{"jsonrpc"``), or it alone is an object
+    with ``jsonrpc`` or a request id. Then it gets its own answer, instead of vanishing into the
+    fragment's; a bare nested object (``{}`` on a line of a pretty-printed body) still continues."""
+    if _STARTS_REQUEST.match(data):
+        return True
+    if not _starts_object(data):
+        return False
     try:
         message = wire.loads(data)
     except wire.JSONDecodeError:
         return False
-    return isinstance(message, dict) and "jsonrpc" in message
+    return isinstance(message, dict) and ("jsonrpc" in message or _id_of(message) is not None)
