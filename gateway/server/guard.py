@@ -8,6 +8,7 @@ The upload endpoint implements protocol §13.2 as a receiver: ``POST`` raw octet
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from aiohttp import web
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.oauth import WELL_KNOWN, metadata_path, resource_document
 from gateway.inbound.principal import Principal, Refusal
+from gateway.server.limits import body_timeout_reason
 from gateway.uploads.forward import Forwarder
 from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
 
@@ -70,6 +72,8 @@ class Guard:
         self.forwarder = forwarder
         self.max_upload = max_upload
         self._count = count_upload or (lambda outcome: None)
+        self._body_timeout: Callable[[], float] = lambda: 30.0
+        self._on_body_timeout: Callable[[], None] | None = None
 
     async def principal(self, request: web.Request) -> Principal | web.Response:
         """The caller, authenticated once per request (the expect handler may have done it)."""
@@ -83,6 +87,8 @@ class Guard:
         """``Expect: 100-continue``: refuse before the client sends the body."""
         outcome = await self.principal(request)
         if isinstance(outcome, web.StreamResponse):
+            if request.path == getattr(self, "upload_path", None):
+                self._count("unauthorized")  # as the upload handler counts it without Expect
             return outcome
         if request.path == getattr(self, "upload_path", None):
             early = self._framing(request)
@@ -106,7 +112,18 @@ class Guard:
         if self.store is not None:
             self.store.close()
 
-    def install(self, app: web.Application, upload_path: str | None) -> None:
+    def install(
+        self,
+        app: web.Application,
+        upload_path: str | None,
+        body_timeout: Callable[[], float] | None = None,
+        on_body_timeout: Callable[[], None] | None = None,
+    ) -> None:
+        """The OAuth metadata routes and the upload route; an upload body must arrive within
+        ``body_timeout()`` seconds (the live ``limits.bodyTimeoutMs``), like a hook request's."""
+        if body_timeout is not None:
+            self._body_timeout = body_timeout
+        self._on_body_timeout = on_body_timeout
         oauth = self.gate.oauth_config
         if oauth is not None:
             document = resource_document(oauth)
@@ -154,8 +171,17 @@ class Guard:
             return early
         assert self.store is not None and request.content_length is not None
         size, digest = request.content_length, request.headers[DIGEST_HEADER]
+        timeout = self._body_timeout()
         try:
-            stored = await self.store.receive(_bounded(request, self.max_upload), size, digest, principal.scope_key)
+            async with asyncio.timeout(timeout):  # a body that never comes must not hold its reservation
+                stored = await self.store.receive(_bounded(request, self.max_upload), size, digest, principal.scope_key)
+        except TimeoutError:
+            self._count("timeout")
+            if self._on_body_timeout is not None:
+                self._on_body_timeout()
+            response = web.Response(status=408, text=body_timeout_reason(timeout) + "\n")
+            response.force_close()  # the rest of the body cannot frame a next request
+            return response
         except StoreFull:
             self._count("storage_full")
             return web.Response(status=503, text="upload storage is full\n", headers={"Retry-After": "5"})

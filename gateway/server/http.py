@@ -90,7 +90,7 @@ def build_app(
         return web.Response(status=status, body=payload, content_type=_JSON if status == 200 else "text/plain")
 
     if guard is not None:
-        guard.install(app, upload_path)
+        guard.install(app, upload_path, lambda: limits().bodyTimeoutMs / 1000, on_body_timeout)
     expect = guard.expect if guard is not None else None
     app.router.add_post(path, handle, expect_handler=expect)
     app.router.add_post("/native/{harness}", native, expect_handler=expect)  # native HTTP hooks

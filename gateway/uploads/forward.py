@@ -160,7 +160,13 @@ class Forwarder:
                 raise _Failed("auth")
             if response.status != 201 or response.content_type != "application/json":
                 raise _Failed("status")  # 202/204 are not a confirmation
-            return await response.content.read(MAX_RECEIPT + 1)
+            receipt = bytearray()  # to its end (a read returns what has arrived), at most MAX_RECEIPT + 1
+            while len(receipt) <= MAX_RECEIPT:
+                chunk = await response.content.read(MAX_RECEIPT + 1 - len(receipt))
+                if not chunk:
+                    break
+                receipt += chunk
+            return bytes(receipt)
 
     async def _one(self, target: UploadTarget, stored: Stored, budget: float) -> str | None:
         try:

@@ -4,6 +4,7 @@ the principal that uploaded (a ref alone never grants access, protocol §12)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -16,6 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.config.models import UploadStorage
+
+ENTRY_BYTES = 512
+MIN_ENTRIES = 64
+"""What one held upload costs beside its bytes (its record and ref): the store holds at most one
+upload per ``ENTRY_BYTES`` of ``totalBytes`` (and at least ``MIN_ENTRIES``), so empty or tiny
+uploads cannot grow it without bound."""
 
 
 class StoreFull(Exception):
@@ -64,6 +71,9 @@ class UploadStore:
         self._items: dict[str, Stored] = {}
         self.used = {"memory": 0, "spool": 0}
         self.reserved = {"memory": 0, "spool": 0}
+        self.max_entries = max(MIN_ENTRIES, cfg.totalBytes // ENTRY_BYTES)
+        self._receiving = 0
+        self._sweeper: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ accounting
     def _total(self) -> int:
@@ -71,6 +81,8 @@ class UploadStore:
 
     def _tier_for(self, size: int) -> str:
         self.sweep()
+        if len(self._items) + self._receiving >= self.max_entries:
+            raise StoreFull("too many uploads held")
         if self._total() + size > self.total_limit:
             raise StoreFull("total upload storage is full")
         if self.used["memory"] + self.reserved["memory"] + size <= self.memory_limit:
@@ -96,6 +108,7 @@ class UploadStore:
         """Store exactly ``size`` bytes whose SHA-256 is ``sha256``; nothing is kept on failure."""
         tier = self._tier_for(size)
         self.reserved[tier] += size
+        self._receiving += 1
         digest = hashlib.sha256()
         received = 0
         parts: list[bytes] = []
@@ -131,6 +144,7 @@ class UploadStore:
             raise
         finally:
             self.reserved[tier] -= size
+            self._receiving -= 1
         stored = Stored(
             ref="upl_" + secrets.token_urlsafe(32),
             owner=owner,
@@ -143,13 +157,15 @@ class UploadStore:
         self._items[stored.ref] = stored
         self.used[tier] += size
         self._publish()
+        self._schedule_sweep()
         return stored
 
     # ------------------------------------------------------------------ read
     def get(self, ref: str, owner: str) -> Stored | None:
         """The upload behind ``ref`` if ``owner`` uploaded it and it has not expired."""
         stored = self._items.get(ref)
-        if stored is None or not secrets.compare_digest(stored.owner, owner):
+        # compared as UTF-8: compare_digest refuses non-ASCII str, and a principal name may be any text
+        if stored is None or not secrets.compare_digest(stored.owner.encode(), owner.encode()):
             return None
         if stored.expires <= self._clock():
             self._drop(stored)
@@ -178,10 +194,30 @@ class UploadStore:
         for stored in [s for s in self._items.values() if s.expires <= now]:
             self._drop(stored)
 
+    def _schedule_sweep(self) -> None:
+        """Expired uploads leave on time even when no request comes: one timer, at the earliest
+        expiry (every upload has the same TTL, so later ones never expire sooner)."""
+        if self._sweeper is not None or not self._items:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # outside a loop (tools): expiry on the next use
+            return
+        due = min(s.expires for s in self._items.values()) - self._clock()
+        self._sweeper = loop.call_later(max(due, 0.0) + 0.01, self._sweep_due)
+
+    def _sweep_due(self) -> None:
+        self._sweeper = None
+        self.sweep()
+        self._schedule_sweep()
+
     def __len__(self) -> int:
         return len(self._items)
 
     def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for stored in list(self._items.values()):
             self._drop(stored)
         if self._spool is not None:
