@@ -25,6 +25,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from gateway.bounded import read_bounded
 from gateway.credentials.bearer import CredentialUnavailable
 from gateway.credentials.oauth import ClientCredentials
 
@@ -150,7 +151,7 @@ class DiscoveredAuth:
                     continue
                 if response.status != 200:
                     return None
-                body = await response.content.read(MAX_DOCUMENT + 1)
+                body = await read_bounded(response.content, MAX_DOCUMENT)
                 if len(body) > MAX_DOCUMENT:
                     raise CredentialUnavailable("oversized discovery document")
                 try:

@@ -21,8 +21,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from gateway.bounded import read_bounded
 from gateway.config.models import has_userinfo
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
+
+MAX_DOCUMENT = 512 * 1024
+"""Bytes read of a metadata document or a token answer (an answer past it is refused)."""
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
@@ -124,7 +128,10 @@ class ClientCredentials:
                 async with self._http().get(url, allow_redirects=False, ssl=self._ssl) as response:
                     if response.status != 200:
                         continue
-                    meta = orjson.loads(await response.read())
+                    raw = await read_bounded(response.content, MAX_DOCUMENT)
+                    if len(raw) > MAX_DOCUMENT:
+                        continue
+                    meta = orjson.loads(raw)
             except (aiohttp.ClientError, OSError, orjson.JSONDecodeError):
                 continue
             endpoint = meta.get("token_endpoint") if isinstance(meta, dict) else None
@@ -174,11 +181,13 @@ class ClientCredentials:
                 allow_redirects=False,
                 ssl=self._ssl,
             ) as response:
-                payload = await response.read()
+                payload = await read_bounded(response.content, MAX_DOCUMENT)
                 if response.status != 200:
                     raise CredentialUnavailable(f"token endpoint answered HTTP {response.status}")
         except (aiohttp.ClientError, OSError) as exc:
             raise CredentialUnavailable(f"token endpoint unreachable ({exc.__class__.__name__})") from None
+        if len(payload) > MAX_DOCUMENT:
+            raise CredentialUnavailable("token endpoint answered an oversized document")
         try:
             data = orjson.loads(payload)
         except orjson.JSONDecodeError:

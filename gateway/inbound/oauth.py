@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -26,6 +27,7 @@ import orjson
 if TYPE_CHECKING:  # joserfc (with cryptography, about 9 MB) is imported only when oauth is configured
     from joserfc.jwk import KeySet
 
+from gateway.bounded import read_bounded
 from gateway.config.models import InboundOAuth
 from gateway.credentials.oauth import _metadata_urls
 from gateway.inbound.bearer import bearer_credential
@@ -33,7 +35,7 @@ from gateway.inbound.principal import Principal, Refusal
 
 log = logging.getLogger("ahp_gateway")
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
-MAX_TOKEN = 16 * 1024
+MAX_TOKEN = 8000
 MAX_DOCUMENT = 512 * 1024
 TIME_CLAIMS = frozenset(("exp", "nbf", "iat", "jti"))
 ACCESS_TOKEN_TYPES = frozenset(("jwt", "at+jwt", "application/at+jwt"))
@@ -100,7 +102,7 @@ class JwtAuthenticator:
         async with self._http().get(url, allow_redirects=False, ssl=self._ssl) as response:
             if response.status != 200:
                 raise IssuerUnavailable(f"{url} answered HTTP {response.status}")
-            body = await response.content.read(MAX_DOCUMENT + 1)
+            body = await read_bounded(response.content, MAX_DOCUMENT)
             if len(body) > MAX_DOCUMENT:
                 raise IssuerUnavailable(f"{url} answered an oversized document")
             return orjson.loads(body)
@@ -113,7 +115,9 @@ class JwtAuthenticator:
                 meta = await self._get_json(url)
             except (IssuerUnavailable, aiohttp.ClientError, OSError, orjson.JSONDecodeError, TimeoutError):
                 continue
-            uri = meta.get("jwks_uri") if isinstance(meta, dict) else None
+            if not isinstance(meta, dict):
+                continue
+            uri = meta.get("jwks_uri")
             if meta.get("issuer") != self.issuer or not isinstance(uri, str):
                 continue  # RFC 8414 §3.3: the metadata must name the configured issuer
             if not uri.startswith("https://"):
@@ -142,15 +146,17 @@ class JwtAuthenticator:
             try:
                 uri = await self._discover_jwks()
                 data = await self._get_json(uri)
-                keys = KeySet.import_key_set(data)
+                keys = _strong(KeySet.import_key_set(data))
             except (IssuerUnavailable, aiohttp.ClientError, OSError, orjson.JSONDecodeError, TimeoutError) as exc:
                 log.warning(
                     "inbound OAuth: JWKS unavailable (%s)",
                     exc if isinstance(exc, IssuerUnavailable) else exc.__class__.__name__,
                 )
+                self._fetched_at = time.monotonic()  # the failure window starts when the fetch gave up
                 return self._keys
-            except (JoseError, ValueError, TypeError, KeyError):
+            except (JoseError, ValueError, TypeError, KeyError, AttributeError):
                 log.warning("inbound OAuth: the issuer's JWKS is malformed")
+                self._fetched_at = time.monotonic()
                 return self._keys
             self.fetches += 1
             self._keys = keys
@@ -180,10 +186,10 @@ class JwtAuthenticator:
                 decoded = self._decode(token, fresh)
             except InvalidKeyIdError:
                 return Refusal(401, "unknown_key", self._invalid)
-            except (JoseError, ValueError, TypeError):
+            except (JoseError, ValueError, TypeError, RecursionError):
                 return Refusal(401, "invalid_token", self._invalid)
-        except (BadSignatureError, DecodeError, JoseError, ValueError, TypeError):
-            return Refusal(401, "invalid_token", self._invalid)
+        except (BadSignatureError, DecodeError, JoseError, ValueError, TypeError, RecursionError):
+            return Refusal(401, "invalid_token", self._invalid)  # RecursionError: a deeply nested payload
         return self._claims(decoded)
 
     def _decode(self, token: str, keys: KeySet) -> Any:
@@ -209,11 +215,11 @@ class JwtAuthenticator:
         now = self._clock()
         skew = self.cfg.clockSkewSeconds
         exp, nbf = claims.get("exp"), claims.get("nbf")
-        if not isinstance(exp, int | float) or isinstance(exp, bool):
+        if not _instant(exp):  # NaN and Infinity (which the JWT parser admits) would never expire
             return Refusal(401, "invalid_token", self._invalid)
         if exp + skew <= now:
             return Refusal(401, "expired", self._invalid)
-        if nbf is not None and (not isinstance(nbf, int | float) or nbf - skew > now):
+        if nbf is not None and (not _instant(nbf) or nbf - skew > now):
             return Refusal(401, "invalid_token", self._invalid)
         granted = _scopes(claims)
         if any(scope not in granted for scope in self.cfg.requiredScopes):
@@ -236,3 +242,24 @@ def _scopes(claims: dict[str, Any]) -> set[str]:
     if isinstance(scp, list):
         return {s for s in scp if isinstance(s, str)}
     return set()
+
+
+def _instant(value: Any) -> TypeGuard[float]:
+    """A NumericDate (RFC 7519 §2): a finite JSON number, never a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+MIN_RSA_BITS = 2048
+
+
+def _strong(keys: KeySet) -> KeySet:
+    """The key set without RSA keys under 2048 bits (RFC 7518 §3.3), which are refused with a
+    warning: a signature by a weak key proves nothing."""
+    from joserfc.jwk import KeySet
+
+    strong = [k for k in keys.keys if not (k.key_type == "RSA" and getattr(k.raw_value, "key_size", 0) < MIN_RSA_BITS)]
+    if len(strong) != len(keys.keys):
+        log.warning(
+            "inbound OAuth: %d RSA key(s) under %d bits in the JWKS ignored", len(keys.keys) - len(strong), MIN_RSA_BITS
+        )
+    return keys if len(strong) == len(keys.keys) else KeySet(strong)

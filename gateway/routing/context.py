@@ -57,15 +57,18 @@ class ContextBuilder:
         headers: Mapping[str, str] | None,
         principal: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
-        """The declared variables except ``event`` (README, "CEL variables")."""
+        """The declared variables except ``event`` (README, "CEL variables"). The principal and
+        the headers do not come from the body, whose NUL scan decides whether the event needs
+        sanitising, so they are sanitised here (a claim ``admin\x00x`` must not read as
+        ``admin``)."""
         allowed = self._allowed
         exposed = {k.lower(): v for k, v in headers.items() if k.lower() in allowed} if allowed and headers else {}
         return {
             "method": method,
             "protocolVersion": version,
             "capabilities": capabilities,
-            "principal": principal if principal is not None else NO_PRINCIPAL,
-            "headers": exposed,
+            "principal": clean(principal) if principal else NO_PRINCIPAL,
+            "headers": clean(exposed) if exposed else exposed,
         }
 
     def for_intercept(

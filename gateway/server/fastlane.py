@@ -360,7 +360,7 @@ class FastLane(_Guarded):
         self._lane.connections.discard(self)
         transport = self._transport
         assert transport is not None
-        self._handler = handler = self._guard.server()
+        self._handler = handler = self._guard.handler()
         handler.connection_made(transport)
         data, self._buf = bytes(self._buf), bytearray()
         with contextlib.suppress(Exception):

@@ -35,11 +35,12 @@ import resource
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, cast
 
 from aiohttp import StreamReader, web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestPayloadError
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from gateway.config.models import Limits
 
@@ -100,6 +101,26 @@ HTTP_LOG = logging.getLogger("ahp_gateway.http")
 HTTP_LOG.addFilter(_ClientErrors())
 
 
+class _QuietHandler(RequestHandler):
+    """aiohttp's request handler, except that an error answer never quotes the request: aiohttp
+    answers a malformed request with its parser's message, which holds the offending bytes (an
+    ``Authorization`` line, say). The answer names the status and the error class only, so no
+    credential is ever echoed to a client (protocol §12)."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self, request: Any, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> Any:
+        if status != 500:
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "Error"
+            message = f"{status} {phrase} ({exc.__class__.__name__ if exc is not None else 'malformed request'})\n"
+        return super().handle_error(request, status, exc, message)
+
+
 class ConnectionGuard:
     """A protocol factory for ``loop.create_server``: wraps each aiohttp request handler in a
     :class:`_Guarded` protocol that enforces the header timeout, and refuses connections over the cap.
@@ -121,13 +142,19 @@ class ConnectionGuard:
         """``server`` is the runner's aiohttp ``Server`` (itself a protocol factory)."""
         self.server = server
 
+    def handler(self) -> Any:
+        """A new aiohttp request handler, whose error answers never quote the request (as the
+        runner's ``Server`` makes its handlers, from its loop and handler arguments)."""
+        server = self.server
+        return _QuietHandler(server, loop=server._loop, **server._kwargs)
+
     def __call__(self) -> asyncio.Protocol:
         limits = self.settings()
         if self.open >= limits.max_connections:
             return _Refused(self)
         if self.fast is not None:
             return self.fast(limits.header_timeout)
-        return _Guarded(self, self.server(), limits.header_timeout)
+        return _Guarded(self, self.handler(), limits.header_timeout)
 
     def closed_by_limit(self, reason: str) -> None:
         if self.report is not None:

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gateway.bounded import read_bounded
 from gateway.config.load import LoadedConfig
 from gateway.config.models import GatewayBackend, UploadBinding
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
@@ -160,13 +161,7 @@ class Forwarder:
                 raise _Failed("auth")
             if response.status != 201 or response.content_type != "application/json":
                 raise _Failed("status")  # 202/204 are not a confirmation
-            receipt = bytearray()  # to its end (a read returns what has arrived), at most MAX_RECEIPT + 1
-            while len(receipt) <= MAX_RECEIPT:
-                chunk = await response.content.read(MAX_RECEIPT + 1 - len(receipt))
-                if not chunk:
-                    break
-                receipt += chunk
-            return bytes(receipt)
+            return await read_bounded(response.content, MAX_RECEIPT)
 
     async def _one(self, target: UploadTarget, stored: Stored, budget: float) -> str | None:
         try:
