@@ -6,6 +6,7 @@ import asyncio
 import copy
 import itertools
 import json
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,11 @@ def hook(
     }
     entry.update(extra)
     return entry
+
+
+def stdio_argv(config: Any, *args: str) -> list[str]:
+    """The command line of ``ahp-gateway [args] stdio --config <config>`` in this interpreter."""
+    return [sys.executable, "-m", "gateway", *args, "stdio", "--config", str(config)]
 
 
 def gateway_config(hooks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

@@ -117,6 +117,17 @@ async def exchange(port: int, data: bytes, timeout: float = 10.0) -> Answer:
     return Answer(int(lines[0].split(" ", 2)[1]), headers, rest, raw)
 
 
+async def jwks_gateway(gateway_factory: Any, stub_factory: Any, hostile: Any) -> tuple[Any, Any]:
+    """A gateway (fast lane on) whose OAuth key set is ``hostile``'s ``/jwks``, and its upstream."""
+    upstream = await stub_factory()
+    cfg = gateway_config(
+        [hook("org.example.a", upstream.url)],
+        listen=listen(True),
+        inbound=oauth(hostile.url, hostile.ca_file, jwksUri=hostile.url + "/jwks"),
+    )
+    return await gateway_factory(cfg), upstream
+
+
 def metric(gw: GatewayServer, reason: str) -> float:
     assert gw.observability is not None
     needle = f'ahp_gateway_auth_failures_total{{reason="{reason}"}} '
@@ -710,13 +721,7 @@ async def test_a_hostile_jwks_document_fails_closed_protocol_12(gateway_factory,
         hostile.routes["/jwks"] = html
     else:
         hostile.json("/jwks", document, status)
-    upstream = await stub_factory()
-    cfg = gateway_config(
-        [hook("org.example.a", upstream.url)],
-        listen=listen(True),
-        inbound=oauth(hostile.url, hostile.ca_file, jwksUri=hostile.url + "/jwks"),
-    )
-    gw = await gateway_factory(cfg)
+    gw, upstream = await jwks_gateway(gateway_factory, stub_factory, hostile)
     token = compact({"alg": "ES256", "typ": "at+jwt", "kid": "k1"}, json.dumps(claims_for(hostile.url)).encode(), key)
     for _ in range(2):
         assert_refused(await exchange(gw.port, request(bearer(token))), 401, INVALID_TOKEN, token)
@@ -736,13 +741,7 @@ async def test_a_redirecting_jwks_endpoint_is_not_followed_protocol_12(gateway_f
         raise web.HTTPFound(hostile.url + "/evil-jwks")
 
     hostile.routes["/jwks"] = redirect
-    upstream = await stub_factory()
-    cfg = gateway_config(
-        [hook("org.example.a", upstream.url)],
-        listen=listen(True),
-        inbound=oauth(hostile.url, hostile.ca_file, jwksUri=hostile.url + "/jwks"),
-    )
-    gw = await gateway_factory(cfg)
+    gw, upstream = await jwks_gateway(gateway_factory, stub_factory, hostile)
     token = compact(
         {"alg": "ES256", "typ": "at+jwt", "kid": "evil-1"}, json.dumps(claims_for(hostile.url)).encode(), evil
     )
@@ -774,13 +773,7 @@ async def test_a_jwks_delivered_in_two_pieces_is_read_whole_protocol_12(gateway_
         return response
 
     hostile.routes["/jwks"] = two_pieces
-    upstream = await stub_factory()
-    cfg = gateway_config(
-        [hook("org.example.a", upstream.url)],
-        listen=listen(True),
-        inbound=oauth(hostile.url, hostile.ca_file, jwksUri=hostile.url + "/jwks"),
-    )
-    gw = await gateway_factory(cfg)
+    gw, upstream = await jwks_gateway(gateway_factory, stub_factory, hostile)
     token = compact({"alg": "ES256", "typ": "at+jwt", "kid": "k1"}, json.dumps(claims_for(hostile.url)).encode(), key)
     answer = await exchange(gw.port, request(bearer(token)))
     answered.set()
@@ -869,13 +862,7 @@ async def test_a_weak_rsa_key_in_the_jwks_is_not_trusted_protocol_12(gateway_fac
     verifies must be refused (401), not served."""
     weak = weak_rsa_key("weak-1")
     hostile.json("/jwks", {"keys": [weak.as_dict(private=False)]})
-    upstream = await stub_factory()
-    cfg = gateway_config(
-        [hook("org.example.a", upstream.url)],
-        listen=listen(True),
-        inbound=oauth(hostile.url, hostile.ca_file, jwksUri=hostile.url + "/jwks"),
-    )
-    gw = await gateway_factory(cfg)
+    gw, upstream = await jwks_gateway(gateway_factory, stub_factory, hostile)
     token = compact(
         {"alg": "RS256", "typ": "at+jwt", "kid": "weak-1"}, json.dumps(claims_for(hostile.url)).encode(), weak
     )

@@ -19,7 +19,18 @@ import yaml
 
 from gateway.server.ndjson import Answer, Forward, Framer, Line, LineSplitter, Skip, scan
 from gateway.server.stdio import serve_lines
-from tests.conftest import HARNESS, ROOT, VECTORS, gateway_config, hook, intercept, result, tool_before, wait_for
+from tests.conftest import (
+    HARNESS,
+    ROOT,
+    VECTORS,
+    gateway_config,
+    hook,
+    intercept,
+    result,
+    stdio_argv,
+    tool_before,
+    wait_for,
+)
 
 DRAFT_STDIO = VECTORS / "ahp-spec" / "fixtures" / "draft" / "stdio"
 LIMIT = 4096
@@ -226,13 +237,7 @@ async def run_stdio(
     config: Path, stdin: bytes, *, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> tuple[int, list[bytes], str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        *args,
-        "stdio",
-        "--config",
-        str(config),
+        *stdio_argv(config, *args),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from gateway.server.ndjson import Answer, Forward, Framer, Line
-from tests.conftest import ROOT, gateway_config, hook, intercept, tool_before
+from tests.conftest import ROOT, gateway_config, hook, intercept, stdio_argv, tool_before
 
 LIMIT = 65_536
 """``limits.maxBodyBytes`` of every gateway here: the longest stdin line."""
@@ -188,13 +188,7 @@ class Child:
         err = config.parent / "stderr.log"
         with err.open("wb") as sink:  # a file: a chatty child never blocks on a full stderr pipe
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gateway",
-                *args,
-                "stdio",
-                "--config",
-                str(config),
+                *stdio_argv(config, *args),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE if stdout is None else stdout,
                 stderr=sink,
@@ -656,12 +650,7 @@ async def test_regular_files_as_stdin_and_stdout(tmp_path, stub):
     )
     with source.open("rb") as stdin, sink.open("wb") as stdout:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            "stdio",
-            "--config",
-            str(config),
+            *stdio_argv(config),
             stdin=stdin,
             stdout=stdout,
             stderr=asyncio.subprocess.DEVNULL,
@@ -737,8 +726,8 @@ def framing_cpu(data: bytes) -> float:
 
 @pytest.mark.parametrize("shape", list(HOSTILE_LINES))
 def test_hostile_lines_are_framed_in_linear_time(shape):
-    """Framing time grows linearly with the line: 16 times the bytes cost at most ~30 times the
-    time (quadratic would be 256), and 64 KiB stay far below a second. The bounds are loose on
+    """Framing time grows linearly with the line: 16 times the bytes cost at most 64 times the
+    time (linear is 16, quadratic 256), and 64 KiB stay far below a second. The bounds are loose on
     purpose; the small size is timed at its best of three, the large one re-timed only if slow."""
     head, unit = HOSTILE_LINES[shape]
 
@@ -747,7 +736,7 @@ def test_hostile_lines_are_framed_in_linear_time(shape):
 
     small = min(framing_cpu(line(64 * KIB)) for _ in range(3))
     assert small < 2.0, f"{shape}: {small:.2f}s of CPU for 64 KiB"  # checked before timing 16 times that
-    large, bound = float("inf"), 30 * small + 0.1
+    large, bound = float("inf"), 64 * small + 0.2
     for _ in range(3):
         large = min(large, framing_cpu(line(1024 * KIB)))
         if large <= bound:
