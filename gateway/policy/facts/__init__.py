@@ -42,6 +42,25 @@ def _str(value: Any) -> str:
     return value.replace("\x00", "\ufffd") if isinstance(value, str) else ""
 
 
+DIR_FIELDS = ("cwd", "workdir", "working_directory")
+SHELL_DIR_FIELDS = (*DIR_FIELDS, "dir_path", "directory")
+"""Tool-input fields naming the working directory (for a shell tool, Gemini's ``dir_path`` and
+older ``directory`` too); the first absolute one wins, and two different ones make the command
+unreadable (``ambiguous-cwd``) instead of letting a harmless one hide the one that runs."""
+
+
+def _cwd_disagrees(inp: dict[str, Any], session_cwd: str) -> bool:
+    """A ``cwd`` in the tool input that is not the session's: the harnesses that send one (Cursor,
+    Windsurf) report the same directory for the session, while in a tool that takes none
+    (Claude Code's ``Bash``) it is only text the model wrote."""
+    given = _str(inp.get("cwd"))
+    return _absolute(given) and _absolute(session_cwd) and pathmod.normalize(given) != pathmod.normalize(session_cwd)
+
+
+def _absolute(path: str) -> bool:
+    return path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path) is not None
+
+
 def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -53,18 +72,16 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     tool: dict[str, Any] = _map(event.get("tool"))
     inp: dict[str, Any] = _map(tool.get("input"))
     name = _str(tool.get("name"))
+    kind = tools.kind_of(name, tool, inp)
     roots = [
         pathmod.normalize(_str(r)) for r in session.get("workspaceRoots") or [] if isinstance(r, str) and r.strip()
     ]
     roots = [r for r in roots if r]
-    cwd = ""
-    for candidate in (inp.get("cwd"), inp.get("workdir"), inp.get("working_directory"), session.get("cwd")):
-        c = _str(candidate)
-        if c.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", c):
-            cwd = pathmod.normalize(c)
-            break
+    given = [inp.get(k) for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS)]
+    dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c)))
+    session_cwd = _str(session.get("cwd"))
+    cwd = dirs[0] if dirs else pathmod.normalize(session_cwd) if _absolute(session_cwd) else ""
     home = pathmod.home_of(cwd, roots)
-    kind = tools.kind_of(name, tool, inp)
     paths, raw_paths, globs = tools.tool_paths(kind, inp, cwd, home)
     hosts = tools.tool_hosts(kind, inp)
     commands: list[dict[str, Any]] = []
@@ -76,6 +93,8 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
             hosts += [h for command in commands for h in command["hosts"]]
+            if len(dirs) > 1 or _cwd_disagrees(inp, session_cwd):
+                reasons = [*reasons, "ambiguous-cwd"]  # which directory the command runs in is unknown
     return {
         "tool": {"name": name.lower(), "short": tools.short_name(name), "kind": kind, "server": tools.server_of(tool)},
         "paths": paths,

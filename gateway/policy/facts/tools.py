@@ -11,7 +11,7 @@ from gateway.policy.facts import paths as pathmod
 
 READ_TOOLS = frozenset({
     "read", "read_file", "read_text_file", "read_multiple_files", "read_many_files", "read_media_file", "view",
-    "view_file", "open_file", "get_file_contents", "cat", "notebook_read", "readfile", "read_notebook",
+    "view_file", "open_file", "get_file_contents", "cat", "notebook_read", "readfile", "read_notebook", "read_code",
 })  # fmt: skip
 SEARCH_TOOLS = frozenset(
     {"grep", "grep_search", "search_file_content", "search_files", "codebase_search", "ripgrep", "rg"}
@@ -20,7 +20,7 @@ WRITE_TOOLS = frozenset({
     "write", "edit", "multiedit", "multi_edit", "notebookedit", "notebook_edit", "write_file", "writefile",
     "write_to_file", "create", "create_file", "edit_file", "editfile", "edit_files", "replace", "replace_in_file",
     "str_replace_editor", "str_replace_based_edit_tool", "insert_edit_into_file", "apply_diff", "search_replace",
-    "delete", "delete_file", "move_file", "rename_file", "create_directory", "apply_patch",
+    "delete", "delete_file", "move_file", "rename_file", "create_directory", "apply_patch", "write_code",
 })  # fmt: skip
 MCP_WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file"})
 READING_EDITS = frozenset({
@@ -101,17 +101,24 @@ def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
     return "other"
 
 
+COMMAND_FIELDS = ("command", "command_line", "cmd")
+"""Where harnesses put a shell command (Windsurf runs ``command_line``, most others ``command``)."""
+
+
 def command_text(inp: dict[str, Any], powershell: bool) -> str | None:
-    """The shell command of a tool input: ``command`` (a string or an argv list) or ``command_line``."""
-    raw = inp.get("command", inp.get("command_line", inp.get("cmd")))
-    if isinstance(raw, list):
-        if not raw or not all(isinstance(a, str) for a in raw):
-            return None
-        text = shlex.join(raw)
-    elif isinstance(raw, str):
-        text = raw
-    else:
+    """The shell command of a tool input: each of :data:`COMMAND_FIELDS` that holds a string or an
+    argv list, one per line when they differ. Which one the harness runs is not known here, so
+    all are checked: a harmless ``command`` beside the ``command_line`` that runs hides nothing."""
+    texts: list[str] = []
+    for field in COMMAND_FIELDS:
+        raw = inp.get(field)
+        if isinstance(raw, list) and raw and all(isinstance(a, str) for a in raw):
+            texts.append(shlex.join(raw))
+        elif isinstance(raw, str):
+            texts.append(raw)
+    if not texts:
         return None
+    text = "\n".join(dict.fromkeys(texts))
     text = text.replace("\x00", " ").replace("\ufffd", " ").replace("\r\n", "\n").replace("\r", "\n")
     if powershell:
         text = text.replace("`", "").replace("\\", "/")
