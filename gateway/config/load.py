@@ -6,9 +6,11 @@ the reason; all of them are collected before failing, so ``ahp-gateway check`` c
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import ipaddress
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +46,48 @@ class LoadedConfig:
         return self.path == DEFAULT_CONFIG
 
 
+MAX_FILE_BYTES = 1024 * 1024
+"""A configuration or policy file larger than this is refused before it is parsed: the YAML
+parser is pure Python, and a hot reload must not stall on a file tens of megabytes long."""
+
+
+class NotARegularFile(OSError):
+    """A FIFO, a socket or a device: reading one could block a reload for good."""
+
+
+class FileTooLarge(OSError):
+    pass
+
+
+class BadSymlink(OSError):
+    """A symlink to nothing, or to itself."""
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, if it is a regular file (after symlinks) within :data:`MAX_FILE_BYTES`.
+    Opened without blocking and checked on the open descriptor, so a FIFO put in its place
+    between a check and the open cannot hang a reload."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if path.is_symlink() and exc.errno in (errno.ENOENT, errno.ELOOP):
+            raise BadSymlink(path) from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotARegularFile(path)
+        raw = handle.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise FileTooLarge(path)
+    return raw.decode("utf-8")
+
+
 class _Source:
     """A parsed file and its YAML node tree, to turn JSON paths into line numbers."""
 
     def __init__(self, path: Path, text: str | None = None) -> None:
         self.path = path
-        self.text = path.read_text(encoding="utf-8") if text is None else text
+        self.text = _read_text(path) if text is None else text
         self.data: Any = yaml_source.parse(self.text)
         self._node: Any = None
 
@@ -80,13 +118,27 @@ def _read(path: Path, issues: list[Issue], text: str | None = None, missing: str
         return _Source(path, text)
     except FileNotFoundError:
         issues.append(Issue(str(path), "$", missing))
-    except (OSError, UnicodeDecodeError) as exc:
+    except NotARegularFile:
+        issues.append(Issue(str(path), "$", "not a regular file"))
+    except BadSymlink:
+        issues.append(Issue(str(path), "$", "a dangling or looping symlink"))
+    except FileTooLarge:
+        issues.append(Issue(str(path), "$", f"larger than {MAX_FILE_BYTES} bytes"))
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        issues.append(Issue(str(path), "$", f"invalid UTF-8 byte 0x{exc.object[exc.start]:02x}", line))
+    except OSError as exc:
         issues.append(Issue(str(path), "$", f"cannot read: {exc.__class__.__name__}"))
+    except RecursionError:
+        issues.append(Issue(str(path), "$", "parse error: nested too deeply"))
     except yaml_source.DuplicateKeyError as exc:
         mark = exc.problem_mark
         assert mark is not None
-        items = yaml_source.path_to(path.read_text(encoding="utf-8") if text is None else text, mark) or []
+        items = yaml_source.path_to(_read_text(path) if text is None else text, mark) or []
         issues.append(Issue(str(path), json_path(items), str(exc.problem), mark.line + 1))
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most controls)
+        line = (_read_text(path) if text is None else text)[: exc.position].count("\n") + 1
+        issues.append(Issue(str(path), "$", f"parse error: character #x{exc.character:04x} is not allowed", line))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "invalid YAML/JSON"

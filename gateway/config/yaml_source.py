@@ -77,7 +77,12 @@ def path_to(text: str, mark: yaml.Mark) -> list[str | int] | None:
     except yaml.YAMLError:
         return None
 
+    seen: set[int] = set()
+
     def walk(node: Node | None, path: list[str | int]) -> list[str | int] | None:
+        if node is None or id(node) in seen:  # an alias: its anchor was walked once (no billion laughs)
+            return None
+        seen.add(id(node))
         if isinstance(node, MappingNode):
             for key_node, value in node.value:
                 step: str | int = str(key_node.value)

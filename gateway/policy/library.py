@@ -256,11 +256,13 @@ def _effect(spec: EffectSpec, rule: Rule) -> dict[str, Any]:
 
 
 def policy_files(paths: Sequence[Path]) -> list[Path]:
-    """Expand directories to their *.yaml / *.yml files (sorted), keep files as given."""
+    """Expand directories to their *.yaml / *.yml entries (sorted), keep files as given. Every
+    such entry that is not a directory is loaded, so a broken one (a dangling or looping symlink,
+    a FIFO) is reported instead of its rules vanishing in silence."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            out += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+            out += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and not p.is_dir())
         else:
             out.append(path)
     return out

@@ -88,6 +88,8 @@ class Program:
             value = self._expr.eval(activation.native)
         except RuntimeError as exc:  # a few engine errors raise instead of returning an error value
             return EvalError(str(exc).splitlines()[0])
+        except MemoryError:  # a list or string built up without bound (no iteration budget covers it)
+            return EvalError("evaluation ran out of memory")
         if value.type() == _T.BOOL:
             return bool(value.value())
         if value.type() == _T.ERROR:
@@ -117,7 +119,7 @@ class Batch:
         for expr in self._exprs:
             try:
                 value = expr.eval(activation.native)
-            except RuntimeError:
+            except (RuntimeError, MemoryError):  # one by one then, which names the failing program
                 return None
             if value.type() == _T.ERROR:
                 return None

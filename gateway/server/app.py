@@ -252,6 +252,10 @@ class GatewayServer:
                 log.error("keeping the last good configuration (%d error(s))", len(exc.issues))
                 self._reloaded(False)
                 return False
+            except Exception:  # a loader bug must fail the reload, never the watcher or the server
+                log.exception("reload failed; keeping the last good configuration")
+                self._reloaded(False)
+                return False
             old = self.holder.current
             for key in RESTART_ONLY:
                 if getattr(old.loaded.config, key) != getattr(loaded.config, key):
