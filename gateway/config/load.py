@@ -115,6 +115,7 @@ class _Source:
 
 def _read(path: Path, issues: list[Issue], text: str | None = None, missing: str = "file not found") -> _Source | None:
     try:
+        text = _read_text(path) if text is None else text  # read once: the issues below quote it
         return _Source(path, text)
     except FileNotFoundError:
         issues.append(Issue(str(path), "$", missing))
@@ -134,10 +135,12 @@ def _read(path: Path, issues: list[Issue], text: str | None = None, missing: str
     except yaml_source.DuplicateKeyError as exc:
         mark = exc.problem_mark
         assert mark is not None
-        items = yaml_source.path_to(_read_text(path) if text is None else text, mark) or []
+        assert text is not None
+        items = yaml_source.path_to(text, mark) or []
         issues.append(Issue(str(path), json_path(items), str(exc.problem), mark.line + 1))
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most controls)
-        line = (_read_text(path) if text is None else text)[: exc.position].count("\n") + 1
+        assert text is not None
+        line = text[: exc.position].count("\n") + 1
         issues.append(Issue(str(path), "$", f"parse error: character #x{exc.character:04x} is not allowed", line))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -29,14 +29,13 @@ if TYPE_CHECKING:  # joserfc (with cryptography, about 9 MB) is imported only wh
 
 from gateway.bounded import read_bounded
 from gateway.config.models import InboundOAuth
-from gateway.credentials.oauth import _metadata_urls
+from gateway.credentials.oauth import MAX_DOCUMENT, _metadata_urls
 from gateway.inbound.bearer import bearer_credential
 from gateway.inbound.principal import Principal, Refusal
 
 log = logging.getLogger("ahp_gateway")
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 MAX_TOKEN = 8000
-MAX_DOCUMENT = 512 * 1024
 TIME_CLAIMS = frozenset(("exp", "nbf", "iat", "jti"))
 ACCESS_TOKEN_TYPES = frozenset(("jwt", "at+jwt", "application/at+jwt"))
 

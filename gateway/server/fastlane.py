@@ -11,9 +11,9 @@ How the hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF,
 duplicate ``Content-Length``), so the first ``CRLFCRLF`` in the buffer ends the request head
 llhttp parsed, and the body is exactly ``Content-Length`` bytes after it. Whatever aiohttp might
 refuse (a repeated header, no ``Host``, an upgrade, fields near its limits) is handed off too, so
-the fast lane never serves a request aiohttp would refuse (tests/test_fastlane_hostile.py). A request is read only
-to its head before it is judged, so a request that is not for the fast lane is still whole in the
-buffer; an aiohttp handler is then connected to the transport, fed those bytes and every later
+the fast lane never serves a request aiohttp would refuse (tests/test_fastlane_hostile.py). A
+request is read only to its head before it is judged, so a request that is not for the fast lane
+is still whole in the buffer; an aiohttp handler is then connected to the transport, fed those bytes and every later
 one, and answers as if it had read the connection from that request on (401/403, 404, 405, 413,
 415, 400, uploads, native hooks, metadata). Requests on one connection are served one at a time,
 in order, so the two never write at once.
