@@ -235,6 +235,65 @@ async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_
             proc.kill()
 
 
+async def test_a_connection_accepted_before_the_listener_closed_has_its_request_served(stub_factory, tmp_path):
+    """Drain: a connection the gateway accepted whose request had not arrived yet (a client that
+    connects and then writes, or a loaded machine reading late) is not closed as idle when the
+    listener closes; its first request is answered, with ``Connection: close``."""
+    stub = await stub_factory()
+    port, admin = _free_port(), _free_port()
+    cfg = gateway_config(
+        [hook("org.example.a", stub.url)],
+        shutdown={"drainDelaySeconds": 0.2, "drainTimeoutSeconds": 10},
+        log={"decisions": "off"},
+    )
+    cfg["listen"]["port"], cfg["admin"]["port"] = port, admin
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(tmp_path / "gateway.yaml")], cwd=ROOT
+    )
+    try:
+        await asyncio.to_thread(_wait_ready, proc, admin)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        body = json.dumps(intercept(tool_before())).encode()
+        head = f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        writer.write(head.encode() + body)  # served before the signal: the connection has been accepted
+        await writer.drain()
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        length = int(next(v for k, v in _head_fields(first) if k == "content-length"))
+        await asyncio.wait_for(reader.readexactly(length), 10)
+        second_reader, second_writer = await asyncio.open_connection("127.0.0.1", port)
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while True:  # wait until the listener is closed
+            try:
+                probe = socket.create_connection(("127.0.0.1", port), timeout=1)
+            except OSError:
+                break
+            probe.close()
+            assert time.monotonic() < deadline, "the listener never closed"
+            await asyncio.sleep(0.02)
+        second_writer.write(head.encode() + body)
+        await second_writer.drain()
+        answer = await asyncio.wait_for(second_reader.readuntil(b"\r\n\r\n"), 10)
+        assert answer.startswith(b"HTTP/1.1 200")
+        fields = dict(_head_fields(answer))
+        assert fields.get("connection") == "close"
+        payload = json.loads(await asyncio.wait_for(second_reader.readexactly(int(fields["content-length"])), 10))
+        assert payload["result"]["effects"] == []
+        assert await asyncio.wait_for(second_reader.read(), 10) == b""  # then closed
+        writer.close()
+        second_writer.close()
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _head_fields(head: bytes) -> list[tuple[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return [(k.strip().lower(), v.strip()) for k, v in (line.split(":", 1) for line in lines if ":" in line)]
+
+
 async def test_workers_share_the_port_and_aggregate_metrics(stub_factory, tmp_path):
     stub = await stub_factory()
     port, admin = _free_port(), _free_port()

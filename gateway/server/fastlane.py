@@ -61,6 +61,9 @@ MAX_FIELD = 4096
 """A head with more header lines, or a longer name or value, goes to aiohttp, which applies its
 own limits (128 lines, 8190 bytes a field): handing off below them keeps every answer aiohttp's."""
 _OWS = b" \t"
+SILENT_GRACE = 1.0
+"""Seconds a connection accepted before a drain began has to send its first bytes: its request
+may be on its way (a loaded machine reads it late), so it is not closed at once as idle."""
 
 Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[bytes | None]]
 Authenticate = Callable[[Mapping[str, str], Peer], Coroutine[Any, Any, Principal | Refusal]]
@@ -79,21 +82,41 @@ class Lane:
     connections: set[FastLane] = field(default_factory=set)
     serving: set[asyncio.Task[None]] = field(default_factory=set)
     draining: bool = False
+    _quiet: asyncio.Event | None = None
 
     def __post_init__(self) -> None:
         self.target = self.path.encode("latin-1")
 
     async def drain(self, timeout: float) -> None:
-        """Call once the listener stopped accepting: idle connections close now, requests being
-        served are answered (within ``timeout``) with ``Connection: close``, then the rest close.
-        Connections handed to aiohttp are drained by aiohttp."""
+        """Call once the listener stopped accepting. A connection idle after an answer closes
+        now; a request being served is answered (within ``timeout``) with ``Connection: close``;
+        a connection accepted before the listener closed gets its first request served the
+        same way (it may be on its way: closing would lose a request the client already sent),
+        or closes after :data:`SILENT_GRACE` if not a byte came (at its header timeout if a
+        head has begun). Then the rest close. Connections handed to aiohttp are
+        drained by aiohttp."""
         self.draining = True
+        self._quiet = asyncio.Event()
         for connection in list(self.connections):
             connection.close_if_idle()
-        if self.serving:
-            await asyncio.wait(set(self.serving), timeout=timeout)
+        self.settle()
+        silent = asyncio.get_running_loop().call_later(min(timeout, SILENT_GRACE), self._close_silent)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), timeout)
+        finally:
+            silent.cancel()
         for connection in list(self.connections):
             connection.close()
+
+    def _close_silent(self) -> None:
+        for connection in list(self.connections):
+            connection.close_if_silent()
+
+    def settle(self) -> None:
+        """A connection left the fast lane: during the drain, wake it when none is left."""
+        if self._quiet is not None and not self.connections:
+            self._quiet.set()
 
 
 _REASONS = {200: b"OK", 202: b"Accepted", 401: b"Unauthorized", 403: b"Forbidden", 408: b"Request Timeout"}
@@ -198,6 +221,8 @@ class FastLane(_Guarded):
         """Authentication started from the head while the body is on its way."""
         self._refused = False
         """The request being read was refused from its head and answered: its body is skipped."""
+        self._served = False
+        """A request was answered on this connection (so, idle, it may close in a drain)."""
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -226,6 +251,7 @@ class FastLane(_Guarded):
         self._cancel_body()
         self._cancel_idle()
         self._lane.connections.discard(self)
+        self._lane.settle()
         if self._task is not None:
             self._task.cancel()  # the harness is gone: stop its upstream calls
         if self._auth is not None:
@@ -256,7 +282,14 @@ class FastLane(_Guarded):
 
     # -- for the drain
     def close_if_idle(self) -> None:
-        if not self._busy and self._transport is not None:
+        """Close when idle after an answer; a connection that has not had its first request, or
+        has part of a request, is left to finish it."""
+        if self._served and not self._busy and not self._buf and self._transport is not None:
+            self._transport.close()
+
+    def close_if_silent(self) -> None:
+        """Close when not a byte of a first request has come."""
+        if not self._served and not self._busy and not self._buf and self._transport is not None:
             self._transport.close()
 
     def close(self) -> None:
@@ -308,7 +341,7 @@ class FastLane(_Guarded):
         self._cancel_body()
         if self._refused:  # answered from its head: its body frames nothing, the connection goes on
             del buf[:total]
-            self._need, self._headers, self._refused = -1, None, False
+            self._need, self._headers, self._refused, self._served = -1, None, False, True
             self._next()
             return
         body = bytes(buf[self._head_len : total])
@@ -358,6 +391,7 @@ class FastLane(_Guarded):
         self._cancel_body()
         self._cancel_idle()
         self._lane.connections.discard(self)
+        self._lane.settle()
         transport = self._transport
         assert transport is not None
         self._handler = handler = self._guard.handler()
@@ -421,6 +455,7 @@ class FastLane(_Guarded):
         finally:
             self._task = None
             self._busy = False
+            self._served = True
             self._next()
 
     def _write(self, data: bytes, close: bool) -> None:
