@@ -1,9 +1,11 @@
 """The gateway's own work per intercept, without any HTTP: ``Gateway.handle`` on a 2.2 KB
 ``tool.before`` against an in-process upstream that answers the stub's bytes at once.
 
-``python -m bench.inprocess [--n N] [--profile] [--local]`` prints µs CPU per intercept (and with
-``--profile`` the top functions by cumulative time). ``--local`` uses the bundled default
-configuration (local CEL policies) instead of one remote upstream. Compare runs within one
+``python -m bench.inprocess [--n N] [--profile] [--local] [--distinct]`` prints µs CPU per
+intercept (and with ``--profile`` the top functions by cumulative time). ``--local`` uses the
+bundled default configuration (local CEL policies) instead of one remote upstream;
+``--distinct`` gives every request its own command, so no rule result or shell parse is reused
+(the policy memo's and the parse cache's worst case). Compare runs within one
 invocation (the machine may be shared); this measures the pipeline, not the HTTP layers.
 """
 
@@ -97,14 +99,20 @@ def gateway(local: bool, telemetry: bool = False) -> Gateway:
     return Gateway(RuntimeHolder(snap), sink)
 
 
-async def measure(gw: Gateway, n: int) -> float:
+async def measure(gw: Gateway, n: int, distinct: bool = False) -> float:
     body = intercept_body()
-    for _ in range(200):
-        await gw.handle(body, {})
+    bodies = [_distinct(body, i) for i in range(n)] if distinct else [body] * n
+    for warm in range(200):
+        await gw.handle(_distinct(body, -warm - 1) if distinct else body, {})
     started = time.process_time()  # CPU time: less sensitive to a shared machine than wall time
-    for _ in range(n):
-        await gw.handle(body, {})
+    for each in bodies:
+        await gw.handle(each, {})
     return (time.process_time() - started) / n * 1e6
+
+
+def _distinct(body: bytes, i: int) -> bytes:
+    """``body`` with a command of its own (same length class, same shape)."""
+    return body.replace(b"--durations=10", b"--durations=%d" % (1000000 + i), 1)
 
 
 def main() -> None:
@@ -112,6 +120,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--local", action="store_true")
+    parser.add_argument("--distinct", action="store_true", help="a different command in every request")
     parser.add_argument("--telemetry", action="store_true", help="metrics, trace propagation and a decision log file")
     args = parser.parse_args()
     gw = gateway(args.local, args.telemetry)
@@ -119,12 +128,13 @@ def main() -> None:
         asyncio.run(measure(gw, 2000))
         profiler = cProfile.Profile()
         profiler.enable()
-        asyncio.run(measure(gw, args.n))
+        asyncio.run(measure(gw, args.n, args.distinct))
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         return
-    us = asyncio.run(measure(gw, args.n))
+    us = asyncio.run(measure(gw, args.n, args.distinct))
     what = ("local policies" if args.local else "one upstream") + (", telemetry" if args.telemetry else "")
+    what += ", a distinct command per request" if args.distinct else ""
     print(f"{what}: {us:.1f} µs CPU per intercept (n={args.n})")
 
 

@@ -30,9 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gateway.config.issues import Issue, json_path
 from gateway.config.load import _read, _validation_issues, line_of
 from gateway.config.models import REVERSE_DNS, _check_events
-from gateway.policy.facts import references_facts
+from gateway.policy.facts import INPUTS, references_facts
+from gateway.policy.memo import Memo
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
 from gateway.routing.cel import Activation, Batch, CelCompileError, Engine, EvalError, Program
+from gateway.routing.reads import Path as ReadPath
 
 
 class PolicyError(Exception):
@@ -161,6 +163,8 @@ class Library:
     """Per event type, its rules as a few engine calls (:class:`Batch`), where they can be."""
     uses_facts: bool = False
     """Some rule reads the ``facts`` variable, so the backend computes facts for each event."""
+    memo: Memo | None = None
+    """Rule results by exactly what the rules read (:mod:`gateway.policy.memo`)."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
@@ -172,20 +176,37 @@ class Library:
         self, event_type: str, activation: Activation, caps: Mapping[str, Any], *, trace: bool = False
     ) -> Evaluation:
         """Rules in file order; the first deny ends evaluation. An evaluation error is an
-        operational failure of this backend (its failure policy applies)."""
+        operational failure of this backend (its failure policy applies). Results come from the
+        memo when an earlier event agreed on everything the rules read."""
         advertised = caps.get("effects", ())
         effects: list[dict[str, Any]] = []
         entries: list[TraceEntry] = []
         asked = False
-        batch = self.batches.get(event_type)
-        results = batch.eval(activation) if batch is not None else None
-        slots = batch.slots if batch is not None and results is not None else None
-        for index, rule in enumerate(self.rules_for(event_type)):
-            slot = slots[index] if slots is not None else -1
-            result = results[slot] if results is not None and slot >= 0 else rule.program.eval(activation)
+        rules = self.rules_for(event_type)
+        memo = self.memo
+        key = memo.key(event_type, activation.given) if memo is not None else None
+        known = memo.get(key) if memo is not None and key is not None else None
+        results: Sequence[bool | None] | None = None
+        slots: Sequence[int] | None = None
+        indices: Sequence[int] = range(len(rules))
+        if known is not None:
+            results = known[0]
+            if not trace:  # the rules that were False stay False
+                indices = known[1]
+        else:
+            batch = self.batches.get(event_type)
+            results = batch.eval(activation) if batch is not None else None
+            slots = batch.slots if batch is not None and results is not None else None
+        seen: list[bool | None] = [None] * len(rules)
+        for index in indices:
+            rule = rules[index]
+            slot = slots[index] if slots is not None else index if known is not None else -1
+            known_result = results[slot] if results is not None and slot >= 0 else None
+            result = rule.program.eval(activation) if known_result is None else known_result
             if isinstance(result, EvalError):
                 entry = TraceEntry(rule.id, rule.file, result.message, None)
                 return Evaluation(effects, [*entries, entry], entry)
+            seen[index] = result
             if not result:
                 if trace:
                     entries.append(TraceEntry(rule.id, rule.file, False, None))
@@ -206,6 +227,8 @@ class Library:
                 effects.append(_effect(chosen, rule))
             if kind == "deny":
                 break
+        if memo is not None and key is not None and known is None:
+            memo.put(key, tuple(seen))
         return Evaluation(effects, entries)
 
 
@@ -292,7 +315,24 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
         if (batch := compiled[key]) is not None:
             batches[event] = batch
     uses = any(references_facts(r.program.source) for r in rules)
-    return Library(tuple(files), rules, by_event, batches, uses)
+    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event))
+
+
+def _memo(by_event: Mapping[str, tuple[Rule, ...]]) -> Memo | None:
+    """A memo for the event types whose rules are all readable (:meth:`Program.reads`)."""
+    paths: dict[str, tuple[ReadPath, ...]] = {}
+    for event, rules in by_event.items():
+        read: set[ReadPath] = set()
+        for rule in rules:
+            found = rule.program.reads()
+            if found is None:
+                break
+            for path in found:  # facts are computed from their inputs alone
+                read.update(INPUTS if path[0] == "facts" else (path,))
+        else:
+            if rules:
+                paths[event] = tuple(sorted(p for p in read if not any(p[:n] in read for n in range(1, len(p)))))
+    return Memo(paths) if paths else None
 
 
 def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -31,6 +31,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
 
 from gateway.protocol import wire
+from gateway.routing.reads import Path, paths_read
 from gateway.routing.regex_guard import guard_matches
 
 _T = cel.Type
@@ -52,6 +53,9 @@ _NUL_ESCAPE = b"\\u0000"
 _OUT_OF_RANGE = "out of range for"
 _I64_MIN = -(2**63)
 _U64_MAX = 2**64 - 1
+Derive = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+"""The derived variables of one event (``{"facts": ...}``), supplied by the policy package so
+routing never imports it."""
 BATCH_SIZE = 8
 """Programs per engine call in a :class:`Batch`. Larger lists save little more time but keep
 more memory per evaluation (measured with 68 rules: 8 per list 207 µs and +3.7 MB resident,
@@ -82,6 +86,11 @@ class Program:
         self.source = source
         self.id = id
         self.compiled = compiled
+
+    def reads(self) -> frozenset[Path] | None:
+        """The paths of the declared variables this program reads, or None when unknown
+        (:mod:`gateway.routing.reads`)."""
+        return paths_read(self._expr.serialize(), VARIABLES)
 
     def eval(self, activation: Activation) -> bool | EvalError:
         try:
@@ -131,22 +140,52 @@ class Batch:
 
 
 class Activation:
-    """Variables for one evaluation context, converted lazily and cached by the engine."""
+    """Variables for one evaluation context. The engine's view of them (:attr:`native`) is built
+    on first use, and derived variables (``facts``) are computed on first use of :attr:`values`
+    or :attr:`native`: an evaluation answered from a policy library's memo needs neither."""
 
-    __slots__ = ("_env", "native", "values")
+    __slots__ = ("_derive", "_env", "_native", "_values", "_wide")
 
-    def __init__(self, native: Any, values: Mapping[str, Any], env: Any = None) -> None:
-        self.native = native
-        self.values = values
+    def __init__(self, values: Mapping[str, Any], env: Any, derive: Derive | None = None) -> None:
+        self._values = values
         self._env = env
+        self._derive = derive
+        self._native: Any = None
+        self._wide = False
+
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """Every variable, the derived ones included."""
+        if self._derive is not None:
+            derive, self._derive = self._derive, None
+            event = self._values.get("event")
+            self._values = {**self._values, **derive(event if isinstance(event, Mapping) else {})}
+        return self._values
+
+    @property
+    def given(self) -> Mapping[str, Any]:
+        """The variables as given, without the derived ones not yet computed."""
+        return self._values
+
+    @property
+    def derives(self) -> bool:
+        """Whether derived variables are (or will be) part of :attr:`values`."""
+        return self._derive is not None
+
+    @property
+    def native(self) -> Any:
+        native = self._native
+        if native is None:
+            native = self._native = self._env.Activation(self.values)
+        return native
 
     def widen(self) -> bool:
         """Rebuild the engine's view with numbers beyond 64 bits as doubles (valid JSON the engine
         cannot hold as int); False when already done. ``values`` itself is never changed."""
-        if self._env is None:
+        if self._wide:
             return False
-        self.native = self._env.Activation(sanitize(self.values))
-        self._env = None
+        self._native = self._env.Activation(sanitize(self.values))
+        self._wide = True
         return True
 
 
@@ -232,11 +271,13 @@ class Engine:
             return False
         return bool(result.type() == _T.BOOL)
 
-    def activation(self, values: Mapping[str, Any], *, maybe_nul: bool = True) -> Activation:
+    def activation(
+        self, values: Mapping[str, Any], *, maybe_nul: bool = True, derive: Derive | None = None
+    ) -> Activation:
         """``maybe_nul=False`` promises that no string in ``values`` contains U+0000 (the caller
-        checked the raw JSON); otherwise values are scanned and sanitised."""
-        native = clean(values) if maybe_nul else values
-        return Activation(self._env.Activation(native), native, self._env)
+        checked the raw JSON); otherwise values are scanned and sanitised. ``derive`` computes
+        the derived variables from the (sanitised) event, on first use."""
+        return Activation(clean(values) if maybe_nul else values, self._env, derive)
 
 
 def clean(values: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -9,19 +9,16 @@ plain forwarding never pays for CEL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.protocol.methods import INTERCEPT, OBSERVE
-from gateway.routing.cel import Activation, Engine, clean
+from gateway.routing.cel import Activation, Derive, Engine, clean
 
 _NUL_ESCAPE = b"\\u0000"
 NO_PRINCIPAL: Mapping[str, Any] = {}
 DERIVED = frozenset(("facts",))
 """Variables computed from ``event`` (only for the event types whose local rules read them)."""
-Derive = Callable[[Mapping[str, Any]], Mapping[str, Any]]
-"""The derived variables of one event (``{"facts": ...}``), supplied by the snapshot builder so
-routing never imports the policy package."""
 
 
 class ContextBuilder:
@@ -87,11 +84,9 @@ class ContextBuilder:
         values = self.variables(INTERCEPT, version, capabilities, headers, principal)
         values["event"] = event
         maybe_nul = raw is None or _NUL_ESCAPE in raw or b"\x00" in raw
-        if self._derive is not None and event["type"] in self._derive_events:
-            if maybe_nul:  # derive from the sanitised event: a NUL must not cut a command short
-                values, maybe_nul = dict(clean(values)), False
-            values.update(self._derive(values["event"]))
-        return self._engine.activation(values, maybe_nul=maybe_nul)
+        derive = self._derive if event["type"] in self._derive_events else None
+        # derived from the sanitised event (a NUL must not cut a command short), on first use
+        return self._engine.activation(values, maybe_nul=maybe_nul, derive=derive)
 
     def for_observe(
         self, event: dict[str, Any], version: str, principal: Mapping[str, Any] | None = None
@@ -122,8 +117,8 @@ def standalone(engine: Engine, event: dict[str, Any], capabilities: Mapping[str,
 def rebind(engine: Engine, activation: Activation, event: dict[str, Any]) -> Activation:
     """The same variables bound to another (modified) event; what was derived from the old
     event (``facts``) is dropped, to be derived again."""
-    if activation.values.get("event") is event:
+    if activation.given.get("event") is event:
         return activation
-    values = {k: v for k, v in activation.values.items() if k not in DERIVED}
+    values = {k: v for k, v in activation.given.items() if k not in DERIVED}
     values["event"] = event
     return engine.activation(values)

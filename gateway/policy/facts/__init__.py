@@ -28,7 +28,11 @@ from typing import Any
 from gateway.policy.facts import paths as pathmod
 from gateway.policy.facts import shell, tools
 
-__all__ = ["derived_variables", "describe_facts", "for_event", "references_facts", "with_facts"]
+__all__ = ["INPUTS", "derived_variables", "describe_facts", "for_event", "references_facts", "with_facts"]
+
+INPUTS = (("event", "tool"), ("event", "session", "cwd"), ("event", "session", "workspaceRoots"))
+"""The only parts of the event that facts are computed from (:func:`for_event` reads nothing
+else), so what a rule reads through ``facts`` is these (:mod:`gateway.policy.memo`)."""
 
 _REFERENCE = re.compile(r"\bfacts\b")
 
@@ -66,8 +70,8 @@ def _map(value: Any) -> dict[str, Any]:
 
 
 def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The facts of ``event``; call once per event (nothing is cached: an event may change
-    between backends of a chain)."""
+    """The facts of ``event``, from :data:`INPUTS` only; call once per event (nothing is cached:
+    an event may change between backends of a chain)."""
     session: dict[str, Any] = _map(event.get("session"))
     tool: dict[str, Any] = _map(event.get("tool"))
     inp: dict[str, Any] = _map(tool.get("input"))
@@ -122,15 +126,13 @@ def derived_variables(event: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def with_facts(engine: Any, activation: Any, uses: bool) -> Any:
-    """``activation`` plus the ``facts`` variable when the library ``uses`` it (else unchanged).
-    In a request the activation already carries them (:func:`derived_variables`); this derives
-    them for an activation rebound to a modified event, and outside requests."""
-    if not uses or "facts" in activation.values:
+    """``activation`` plus the ``facts`` variable when the library ``uses`` it (else unchanged),
+    derived on first use. In a request the activation already derives them
+    (:func:`derived_variables`); this is for an activation rebound to a modified event, and
+    outside requests."""
+    if not uses or activation.derives or "facts" in activation.given:
         return activation
-    values = dict(activation.values)
-    event = values.get("event")
-    values["facts"] = for_event(event if isinstance(event, Mapping) else {})
-    return engine.activation(values, maybe_nul=False)
+    return engine.activation(activation.given, maybe_nul=False, derive=derived_variables)
 
 
 def describe_facts(event: Mapping[str, Any]) -> list[str]:
