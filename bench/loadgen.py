@@ -223,9 +223,9 @@ def request_factory(args: argparse.Namespace) -> Callable[[], bytes]:
     path = args.path
     host_header = f"{args.host}:{args.port}"
     if args.observe_tag:
-        from bench.payloads import observe_id, observe_template
+        from bench.payloads import observe_id, templates
 
-        prefix, suffix = observe_template()
+        prefix, suffix = templates(args.template)
         length = len(prefix) + len(suffix) + len(observe_id(args.observe_tag, 0))
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\nContent-Type: application/json\r\n"
@@ -330,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     body = parser.add_mutually_exclusive_group(required=True)
     body.add_argument("--body-file", help="the request body (sent unchanged every time)")
     body.add_argument("--observe-tag", help="send hooks/observe notifications with unique ids tag000..N")
+    parser.add_argument(
+        "--template", default="observe", choices=("observe", "distinct"), help="the body around --observe-tag's ids"
+    )
     parser.add_argument("--expect-status", type=int, default=200)
     parser.add_argument("--rate", type=float, help="open loop: requests per second")
     parser.add_argument("--duration", type=float, default=10.0, help="open loop: seconds of schedule")

@@ -133,6 +133,26 @@ def observe_template() -> tuple[bytes, bytes]:
     return prefix, suffix
 
 
+_DISTINCT = b"--durations="
+
+
+def distinct_template() -> tuple[bytes, bytes]:
+    """(prefix, suffix) of the intercept body whose command differs in every request (S5u): an
+    :func:`observe_id` goes in between, as the value of ``--durations`` in the command, so no
+    rule result and no shell parse can be reused and every body has the same length."""
+    body = intercept_body()
+    at = body.index(_DISTINCT) + len(_DISTINCT)
+    end = at
+    while body[end : end + 1].isdigit():
+        end += 1
+    return body[:at], body[end:]
+
+
+def templates(kind: str) -> tuple[bytes, bytes]:
+    """The (prefix, suffix) around a unique id for a body ``kind`` (observe | distinct)."""
+    return observe_template() if kind == "observe" else distinct_template()
+
+
 def observe_id(tag: str, n: int) -> str:
     """A unique, fixed-width event id: ``tag`` (letters) then a zero-padded counter."""
     text = f"{tag}{n:0{ID_WIDTH - len(tag)}d}"

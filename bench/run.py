@@ -242,7 +242,7 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
     ut.port = port
     body_file = None
     lua = None
-    if sc.body != "observe":
+    if not sc.unique:
         body_file = ctx.workdir / f"body-{sc.body}.json"
         if not body_file.exists():
             body_file.write_bytes(payloads.intercept_body(parallel=sc.body == "parallel"))
@@ -256,11 +256,11 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
 
 def _probe_ok(inst: Instance) -> bool:
     sc = inst.scenario
-    if sc.body == "observe":
-        prefix, suffix = payloads.observe_template()
+    if sc.unique:
+        prefix, suffix = payloads.templates(sc.body)
         status, _ = http_request(inst.port, "POST", "/", prefix + payloads.observe_id("probe", 1).encode() + suffix)
-        if status != 202:
-            raise BenchError(f"{sc.key}: observe probe answered HTTP {status}, expected 202")
+        if status != sc.expect_status:
+            raise BenchError(f"{sc.key}: {sc.body} probe answered HTTP {status}, expected {sc.expect_status}")
         return True
     assert inst.body_file is not None
     status, answer = http_request(inst.port, "POST", "/", inst.body_file.read_bytes())
@@ -330,7 +330,7 @@ def _loadgen(ctx: Context, inst: Instance, extra: list[str]) -> dict[str, Any]:
     if inst.body_file is not None:
         argv += ["--body-file", str(inst.body_file)]
     else:
-        argv += ["--observe-tag", ctx.tag("lg")]
+        argv += ["--observe-tag", ctx.tag("lg"), "--template", inst.scenario.body]
     argv += extra
 
     def pin() -> None:
@@ -349,10 +349,14 @@ def _loadgen(ctx: Context, inst: Instance, extra: list[str]) -> dict[str, Any]:
 
 def _wrk(ctx: Context, inst: Instance, seconds: int) -> dict[str, Any]:
     script = inst.lua
-    if script is None:  # observe: a fresh id prefix per wrk invocation
+    if script is None:  # unique bodies: a fresh id prefix per wrk invocation
+        sc = inst.scenario
         tag = ctx.tag("w")
-        script = ctx.workdir / f"observe-{tag}.lua"
-        script.write_text(lua_script(None, expect_status=202, expect_body=None, observe_tag=tag))
+        script = ctx.workdir / f"{sc.body}-{tag}.lua"
+        expect_body = EXPECT_BODY if sc.body == "distinct" else None
+        script.write_text(
+            lua_script(None, expect_status=sc.expect_status, expect_body=expect_body, observe_tag=tag, template=sc.body)
+        )
     return run_wrk(
         ctx.wrk,
         inst.port,
@@ -581,7 +585,11 @@ def run_soak(ctx: Context) -> dict[str, Any]:
         warm_up(ctx, inst)
         ut = inst.under_test
         argv = [ctx.python, "-m", "bench.loadgen", "--port", str(inst.port), "--expect-status", str(sc.expect_status)]
-        argv += ["--body-file", str(inst.body_file)] if inst.body_file else ["--observe-tag", ctx.tag("soak")]
+        argv += (
+            ["--body-file", str(inst.body_file)]
+            if inst.body_file
+            else ["--observe-tag", ctx.tag("soak"), "--template", sc.body]
+        )
         argv += [
             "--requests",
             str(s.soak),

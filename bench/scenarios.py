@@ -135,7 +135,8 @@ class Scenario:
     """Intercept upstream stubs (observe stubs for the observe scenario)."""
     delay_ms: float = 0.0
     body: str = "full"
-    """full (deny+modify+message) | parallel (deny+message) | observe (unique-id notifications)."""
+    """full (deny+modify+message) | parallel (deny+message) | observe (unique-id notifications) |
+    distinct (full, with a different command in every request)."""
     fanout: str = "serial"
     local_policies: bool = False
     production: bool = False
@@ -158,6 +159,11 @@ class Scenario:
     def expect_status(self) -> int:
         return 202 if self.body == "observe" else 200
 
+    @property
+    def unique(self) -> bool:
+        """Every request's body is built around a unique id (bench.payloads.templates)."""
+        return self.body in ("observe", "distinct")
+
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("S0", "load → upstream stub (reference)", "stub"),
@@ -174,6 +180,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "S5", f"load → gateway, local CEL policies (bundled + {EXTRA_RULES} rules)", "gateway", local_policies=True
+    ),
+    Scenario(
+        "S5u",
+        f"load → gateway, local CEL policies (bundled + {EXTRA_RULES} rules), a different command in every request",
+        "gateway",
+        local_policies=True,
+        body="distinct",
     ),
     Scenario("S6", "load → gateway, hooks/observe → 2 observe stubs", "gateway", stubs=2, body="observe"),
     Scenario("S7", "load → gateway → 1 upstream, production profile", "gateway", stubs=1, production=True),

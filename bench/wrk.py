@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.payloads import ID_WIDTH, observe_template
+from bench.payloads import ID_WIDTH, templates
 
 MARK = "WRKJSON "
 
@@ -60,7 +60,16 @@ end
 """.replace("MARK", MARK)
 
 
-def lua_script(body: bytes | None, *, expect_status: int, expect_body: str | None, observe_tag: str | None) -> str:
+def lua_script(
+    body: bytes | None,
+    *,
+    expect_status: int,
+    expect_body: str | None,
+    observe_tag: str | None,
+    template: str = "observe",
+) -> str:
+    """``observe_tag``: every request gets a unique id ``tag…`` in the ``template`` body
+    (observe | distinct, :func:`bench.payloads.templates`)."""
     lines = [
         'wrk.method = "POST"',
         'wrk.headers["Content-Type"] = "application/json"',
@@ -68,7 +77,7 @@ def lua_script(body: bytes | None, *, expect_status: int, expect_body: str | Non
         f"EXPECT_BODY = {_lua_string(expect_body.encode()) if expect_body else 'nil'}",
     ]
     if observe_tag is not None:
-        prefix, suffix = observe_template()
+        prefix, suffix = templates(template)
         digits = ID_WIDTH - len(observe_tag) - 1
         lines += [
             f"local PREFIX = {_lua_string(prefix)}",
