@@ -170,16 +170,12 @@ def _wait_ready(proc, admin: int) -> None:
         time.sleep(0.05)
 
 
-async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_path):
-    async def slow(r):
-        await asyncio.sleep(0.2)
-        return result(r, [])
-
-    stub = await stub_factory(slow)
+def _serve(upstream: str, tmp_path, drain_delay: float) -> tuple[subprocess.Popen[bytes], int, int]:
+    """``gateway serve`` in its own process on one upstream: (process, port, admin port)."""
     port, admin = _free_port(), _free_port()
     cfg = gateway_config(
-        [hook("org.example.a", stub.url)],
-        shutdown={"drainDelaySeconds": 2.0, "drainTimeoutSeconds": 10},
+        [hook("org.example.a", upstream)],
+        shutdown={"drainDelaySeconds": drain_delay, "drainTimeoutSeconds": 10},
         log={"decisions": "off"},
     )
     cfg["listen"]["port"], cfg["admin"]["port"] = port, admin
@@ -187,6 +183,16 @@ async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--config", str(tmp_path / "gateway.yaml")], cwd=ROOT
     )
+    return proc, port, admin
+
+
+async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_path):
+    async def slow(r):
+        await asyncio.sleep(0.2)
+        return result(r, [])
+
+    stub = await stub_factory(slow)
+    proc, port, admin = _serve(stub.url, tmp_path, drain_delay=2.0)
     try:
         await asyncio.to_thread(_wait_ready, proc, admin)
         url = f"http://127.0.0.1:{port}/"
@@ -240,17 +246,7 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
     connects and then writes, or a loaded machine reading late) is not closed as idle when the
     listener closes; its first request is answered, with ``Connection: close``."""
     stub = await stub_factory()
-    port, admin = _free_port(), _free_port()
-    cfg = gateway_config(
-        [hook("org.example.a", stub.url)],
-        shutdown={"drainDelaySeconds": 0.2, "drainTimeoutSeconds": 10},
-        log={"decisions": "off"},
-    )
-    cfg["listen"]["port"], cfg["admin"]["port"] = port, admin
-    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--config", str(tmp_path / "gateway.yaml")], cwd=ROOT
-    )
+    proc, port, admin = _serve(stub.url, tmp_path, drain_delay=0.2)
     try:
         await asyncio.to_thread(_wait_ready, proc, admin)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
