@@ -33,7 +33,7 @@ import pytest
 from gateway.upstream.h1 import AnswerTooLarge, H1Client, ProtocolError, Target
 from tests.conftest import gateway_config, hook, intercept, post, tool_before, wait_for
 from tests.fault_tools import sample, scrape
-from tests.test_upstream_h1 import Scripted, read_request
+from tests.test_upstream_h1 import Scripted, ok, read_request
 
 GATEWAY = "org.example.gateway"
 HOOK = "org.example.hostile"
@@ -67,20 +67,11 @@ def own(rid: Any) -> list[dict[str, Any]]:
 
 def forged(rid: Any) -> bytes:
     """A complete, valid-looking 200 answer denying ``rid`` (the answer an attacker wants read)."""
-    return http200(answer(rid, [{"type": "deny", "reason": "forged"}]))
-
-
-def http200(body: bytes, extra: bytes = b"") -> bytes:
-    return (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-        + extra
-        + b"Content-Length: %d\r\n\r\n" % len(body)
-        + body
-    )
+    return ok(answer(rid, [{"type": "deny", "reason": "forged"}]))
 
 
 def honest(rid: Any) -> bytes:
-    return http200(answer(rid, own(rid)))
+    return ok(answer(rid, own(rid)))
 
 
 def chunked(body: bytes, *, size_line: bytes | None = None, trailer: bytes = b"") -> bytes:
@@ -288,12 +279,12 @@ BROKEN: list[Any] = [
         id="cl-list",
     ),
     pytest.param(
-        send(lambda rid: http200(answer(rid, []), b"Content-Length: %d\r\n" % len(answer(rid, [])))),
+        send(lambda rid: ok(answer(rid, []), b"Content-Length: %d\r\n" % len(answer(rid, [])))),
         "invalid_response",
         id="cl-twice-same",
     ),
     pytest.param(
-        send(lambda rid: http200(answer(rid, []) + b" ", b"Content-Length: %d\r\n" % len(answer(rid, [])))),
+        send(lambda rid: ok(answer(rid, []) + b" ", b"Content-Length: %d\r\n" % len(answer(rid, [])))),
         "invalid_response",
         id="cl-twice-different",
     ),
@@ -360,9 +351,7 @@ BROKEN: list[Any] = [
         "invalid_response",
         id="bare-lf-line-ends",
     ),
-    pytest.param(
-        send(lambda rid: http200(answer(rid, []), b"X-A: a\x00b\r\n")), "invalid_response", id="nul-in-header"
-    ),
+    pytest.param(send(lambda rid: ok(answer(rid, []), b"X-A: a\x00b\r\n")), "invalid_response", id="nul-in-header"),
     pytest.param(
         send(lambda rid: b"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n"), "invalid_response", id="status-4-digits"
     ),
@@ -742,7 +731,7 @@ async def test_a_late_answer_to_a_timed_out_call_never_reaches_the_next_request(
 
 VALID: list[Any] = [
     pytest.param(
-        lambda rid: http200(answer(rid, own(rid))).replace(b"Content-Length: ", b"Content-Length: 000", 1),
+        lambda rid: ok(answer(rid, own(rid))).replace(b"Content-Length: ", b"Content-Length: 000", 1),
         True,
         id="cl-leading-zeros",
     ),
@@ -758,9 +747,9 @@ VALID: list[Any] = [
     ),
     pytest.param(lambda rid: b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + honest(rid), True, id="103-then-200"),
     pytest.param(lambda rid: honest(rid).replace(b"HTTP/1.1", b"HTTP/1.0", 1), False, id="http-1.0-without-keep-alive"),
-    pytest.param(lambda rid: http200(answer(rid, own(rid)), b"Connection: close\r\n"), False, id="connection-close"),
+    pytest.param(lambda rid: ok(answer(rid, own(rid)), b"Connection: close\r\n"), False, id="connection-close"),
     pytest.param(
-        lambda rid: http200(answer(rid, own(rid)), b"Connection: keep-alive, close\r\n"),
+        lambda rid: ok(answer(rid, own(rid)), b"Connection: keep-alive, close\r\n"),
         False,
         id="connection-keep-alive-close",
     ),

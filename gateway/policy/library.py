@@ -35,6 +35,7 @@ from gateway.policy.memo import Memo
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
 from gateway.routing.cel import Activation, Batch, CelCompileError, Engine, EvalError, Program
 from gateway.routing.reads import Path as ReadPath
+from gateway.routing.reads import shortest
 
 
 class PolicyError(Exception):
@@ -190,7 +191,7 @@ class Library:
         slots: Sequence[int] | None = None
         indices: Sequence[int] = range(len(rules))
         if known is not None:
-            results = known[0]
+            results, slots = known[0], indices
             if not trace:  # the rules that were False stay False
                 indices = known[1]
         else:
@@ -200,7 +201,7 @@ class Library:
         seen: list[bool | None] = [None] * len(rules)
         for index in indices:
             rule = rules[index]
-            slot = slots[index] if slots is not None else index if known is not None else -1
+            slot = slots[index] if slots is not None else -1
             known_result = results[slot] if results is not None and slot >= 0 else None
             result = rule.program.eval(activation) if known_result is None else known_result
             if isinstance(result, EvalError):
@@ -320,18 +321,21 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
 
 def _memo(by_event: Mapping[str, tuple[Rule, ...]]) -> Memo | None:
     """A memo for the event types whose rules are all readable (:meth:`Program.reads`)."""
+    reads: dict[int, frozenset[ReadPath] | None] = {}  # a rule may serve several event types
     paths: dict[str, tuple[ReadPath, ...]] = {}
     for event, rules in by_event.items():
         read: set[ReadPath] = set()
         for rule in rules:
-            found = rule.program.reads()
+            if id(rule) not in reads:
+                reads[id(rule)] = rule.program.reads()
+            found = reads[id(rule)]
             if found is None:
                 break
             for path in found:  # facts are computed from their inputs alone
                 read.update(INPUTS if path[0] == "facts" else (path,))
         else:
             if rules:
-                paths[event] = tuple(sorted(p for p in read if not any(p[:n] in read for n in range(1, len(p)))))
+                paths[event] = tuple(sorted(shortest(read)))
     return Memo(paths) if paths else None
 
 

@@ -39,7 +39,12 @@ def paths_read(serialized: bytes, variables: Collection[str]) -> frozenset[Path]
         _visit(expr, frozenset(), frozenset(variables), found)
     except (Unreadable, IndexError, UnicodeDecodeError, RecursionError):
         return None
-    return frozenset(p for p in found if not any(p[:n] in found for n in range(1, len(p))))
+    return shortest(found)
+
+
+def shortest(paths: Collection[Path]) -> frozenset[Path]:
+    """``paths`` without those whose prefix is among them (the value at the prefix holds theirs)."""
+    return frozenset(p for p in paths if not any(p[:n] in paths for n in range(1, len(p))))
 
 
 def _visit(expr: bytes, bound: frozenset[str], variables: frozenset[str], found: set[Path]) -> None:

@@ -71,7 +71,8 @@ Authenticate = Callable[[Mapping[str, str], Peer], Coroutine[Any, Any, Principal
 
 @dataclass(eq=False)
 class Lane:
-    """What the fast lane serves, and its connections and requests (for the drain)."""
+    """What the fast lane serves, and its connections (for the drain; a request being served is
+    held by its connection)."""
 
     path: str
     handle: Handle
@@ -80,7 +81,6 @@ class Lane:
     peer: Callable[[asyncio.Transport], Peer] = lambda transport: Peer(None)
     on_body_timeout: Callable[[], None] | None = None
     connections: set[FastLane] = field(default_factory=set)
-    serving: set[asyncio.Task[None]] = field(default_factory=set)
     draining: bool = False
     _quiet: asyncio.Event | None = None
 
@@ -353,8 +353,6 @@ class FastLane(_Guarded):
         auth, self._auth = self._auth, None
         task = self._loop.create_task(self._serve(body, headers, self._close, auth))
         self._task = task
-        self._lane.serving.add(task)
-        task.add_done_callback(self._lane.serving.discard)
 
     def _judge(self, head: bytes) -> int | None:
         """The body length of a fast-lane request, or None: hand it to aiohttp. Anything unusual
