@@ -14,6 +14,7 @@ import time
 import urllib.request
 
 import aiohttp
+import pytest
 import yaml
 
 from gateway.config.load import load
@@ -241,10 +242,14 @@ async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_
             proc.kill()
 
 
-async def test_a_connection_accepted_before_the_listener_closed_has_its_request_served(stub_factory, tmp_path):
+@pytest.mark.parametrize("sent_before", [0, 20], ids=["nothing yet", "part of the head"])
+async def test_a_connection_accepted_before_the_listener_closed_has_its_request_served(
+    stub_factory, tmp_path, sent_before
+):
     """Drain: a connection the gateway accepted whose request had not arrived yet (a client that
-    connects and then writes, or a loaded machine reading late) is not closed as idle when the
-    listener closes; its first request is answered, with ``Connection: close``."""
+    connects and then writes, or a loaded machine reading late), or had only partly arrived, is
+    not closed as idle when the listener closes; its first request is answered, with
+    ``Connection: close``. A connection idle after an answer closes at once."""
     stub = await stub_factory()
     proc, port, admin = _serve(stub.url, tmp_path, drain_delay=0.2)
     try:
@@ -258,6 +263,9 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
         length = int(next(v for k, v in _head_fields(first) if k == "content-length"))
         await asyncio.wait_for(reader.readexactly(length), 10)
         second_reader, second_writer = await asyncio.open_connection("127.0.0.1", port)
+        request = head.encode() + body
+        second_writer.write(request[:sent_before])
+        await second_writer.drain()
         proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 10
         while True:  # wait until the listener is closed
@@ -268,7 +276,8 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
             probe.close()
             assert time.monotonic() < deadline, "the listener never closed"
             await asyncio.sleep(0.02)
-        second_writer.write(head.encode() + body)
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # idle after its answer: closed
+        second_writer.write(request[sent_before:])
         await second_writer.drain()
         answer = await asyncio.wait_for(second_reader.readuntil(b"\r\n\r\n"), 10)
         assert answer.startswith(b"HTTP/1.1 200")

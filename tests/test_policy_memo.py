@@ -22,6 +22,7 @@ from gateway.policy import memo as memomod
 from gateway.policy.facts import INPUTS, for_event, with_facts
 from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import VARIABLES, Activation, Engine
+from gateway.routing.context import DERIVED
 from gateway.routing.reads import paths_read
 
 ENGINE = Engine()
@@ -365,3 +366,10 @@ def test_the_bundled_policies_are_memoised():
     for event_type, rules in _BUNDLED.by_event.items():
         if rules:
             assert _BUNDLED.memo.key(event_type, _values(_event(name="x"))) is not None, event_type
+
+
+def test_facts_are_the_only_derived_variable():
+    """The memo keys a rule that reads ``facts`` by the facts' INPUTS; a new derived variable
+    would be absent from the values a key is built from (every event would share its key), so it
+    must declare its inputs to the memo before it is added here."""
+    assert DERIVED == frozenset({"facts"})
