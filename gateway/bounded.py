@@ -7,12 +7,13 @@ from __future__ import annotations
 from aiohttp import StreamReader
 
 
-async def read_bounded(content: StreamReader, limit: int) -> bytes:
-    """The body, or its first ``limit + 1`` bytes when it is longer (the caller refuses those)."""
+async def read_bounded(content: StreamReader, limit: int) -> bytes | None:
+    """The body, or None when it is longer than ``limit`` (read no further than ``limit + 1``
+    bytes; each caller refuses it in its own terms)."""
     body = bytearray()
     while len(body) <= limit:
         chunk = await content.read(limit + 1 - len(body))
         if not chunk:
-            break
+            return bytes(body)
         body += chunk
-    return bytes(body)
+    return None

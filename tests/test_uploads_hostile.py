@@ -900,12 +900,6 @@ HOSTILE: dict[str, tuple[Any, str]] = {
 }
 
 
-SPLIT_READ = (
-    "Forwarder._post reads the receipt with response.content.read(MAX_RECEIPT + 1), which returns whatever "
-    "arrived first: a receipt split across TCP segments is judged on its first piece ('receipt', not 'timeout')"
-)
-
-
 @pytest.mark.parametrize(
     "name",
     list(HOSTILE),

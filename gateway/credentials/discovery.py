@@ -152,7 +152,7 @@ class DiscoveredAuth:
                 if response.status != 200:
                     return None
                 body = await read_bounded(response.content, MAX_DOCUMENT)
-                if len(body) > MAX_DOCUMENT:
+                if body is None:
                     raise CredentialUnavailable("oversized discovery document")
                 try:
                     return orjson.loads(body)

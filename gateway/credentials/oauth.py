@@ -129,7 +129,7 @@ class ClientCredentials:
                     if response.status != 200:
                         continue
                     raw = await read_bounded(response.content, MAX_DOCUMENT)
-                    if len(raw) > MAX_DOCUMENT:
+                    if raw is None:
                         continue
                     meta = orjson.loads(raw)
             except (aiohttp.ClientError, OSError, orjson.JSONDecodeError):
@@ -186,7 +186,7 @@ class ClientCredentials:
                     raise CredentialUnavailable(f"token endpoint answered HTTP {response.status}")
         except (aiohttp.ClientError, OSError) as exc:
             raise CredentialUnavailable(f"token endpoint unreachable ({exc.__class__.__name__})") from None
-        if len(payload) > MAX_DOCUMENT:
+        if payload is None:
             raise CredentialUnavailable("token endpoint answered an oversized document")
         try:
             data = orjson.loads(payload)

@@ -102,7 +102,7 @@ class JwtAuthenticator:
             if response.status != 200:
                 raise IssuerUnavailable(f"{url} answered HTTP {response.status}")
             body = await read_bounded(response.content, MAX_DOCUMENT)
-            if len(body) > MAX_DOCUMENT:
+            if body is None:
                 raise IssuerUnavailable(f"{url} answered an oversized document")
             return orjson.loads(body)
 

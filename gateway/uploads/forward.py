@@ -141,7 +141,7 @@ class Forwarder:
             self._confirmed.popitem(last=False)
         return ref
 
-    async def _post(self, target: UploadTarget, stored: Stored, data: bytes, *, retried: bool) -> bytes:
+    async def _post(self, target: UploadTarget, stored: Stored, data: bytes, *, retried: bool) -> bytes | None:
         headers = {"Content-Type": "application/octet-stream", DIGEST_HEADER: stored.sha256}
         if target.authorizer is not None:
             value = await target.authorizer.authorization()
@@ -235,9 +235,10 @@ class _Reused(Exception):
         self.ref = ref
 
 
-def _receipt_ref(body: bytes, stored: Stored) -> str | None:
-    """The receipt's ref when it is exactly ``{ref, size, sha256}`` for the bytes sent."""
-    if len(body) > MAX_RECEIPT:
+def _receipt_ref(body: bytes | None, stored: Stored) -> str | None:
+    """The receipt's ref when it is exactly ``{ref, size, sha256}`` for the bytes sent (``body``
+    None: longer than :data:`MAX_RECEIPT`)."""
+    if body is None:
         return None
     try:
         receipt = orjson.loads(body)
