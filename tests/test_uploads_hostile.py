@@ -169,14 +169,19 @@ class Raw:
     def close(self) -> None:
         self.writer.close()
 
+    @classmethod
+    async def exchange(cls, gw: GatewayServer, data: bytes) -> tuple[int, dict[str, str], bytes]:
+        """``data`` sent on a connection of its own, and the response to it."""
+        conn = await cls.open(gw)
+        try:
+            await conn.send(data)
+            return await conn.response()
+        finally:
+            conn.close()
+
 
 async def raw_upload(gw: GatewayServer, data: bytes, token: str = TOKEN_A, extra: str = "") -> tuple[int, Any]:
-    conn = await Raw.open(gw)
-    try:
-        await conn.send(upload_head(len(data), sha(data), token, extra) + data)
-        status, headers, body = await conn.response()
-    finally:
-        conn.close()
+    status, headers, body = await Raw.exchange(gw, upload_head(len(data), sha(data), token, extra) + data)
     return status, (json.loads(body) if headers.get("content-type", "").startswith("application/json") else body)
 
 
@@ -469,12 +474,7 @@ async def test_an_upload_that_never_finishes_is_answered_within_the_body_timeout
 async def test_a_failed_spooled_upload_leaves_no_file_and_no_bytes(gw, tmp_path):
     """README Uploads: a SHA-256 mismatch is 400 and nothing is kept (spool tier included)."""
     data = b"m" * (MEMORY + 1)  # does not fit in memory: spooled while read
-    conn = await Raw.open(gw)
-    try:
-        await conn.send(upload_head(len(data), sha(b"other")) + data)
-        assert (await conn.response())[0] == 400
-    finally:
-        conn.close()
+    assert (await Raw.exchange(gw, upload_head(len(data), sha(b"other")) + data))[0] == 400
     await settle_metrics(gw, {MEM: 0, SPOOL: 0, STORED: 0, uploads_total("hash_mismatch"): 1})
     assert spool_files(tmp_path / "spool") == [] and reserved(gw) == 0 and len(store_of(gw)) == 0
 
@@ -539,12 +539,7 @@ DIGEST = sha(PNG)
 )
 async def test_a_digest_in_another_algorithm_case_or_encoding_is_400_and_nothing_is_kept(gw, lines, why):
     """protocol §13.1/§13.2: ``AHP-Content-SHA256`` is exactly one 64-lowercase-hex SHA-256."""
-    conn = await Raw.open(gw)
-    try:
-        await conn.send(upload_head(len(PNG), "", extra=lines) + PNG)
-        status, _, body = await conn.response()
-    finally:
-        conn.close()
+    status, _, body = await Raw.exchange(gw, upload_head(len(PNG), "", extra=lines) + PNG)
     assert status == 400, why
     assert b"AHP-Content-SHA256" in body
     assert len(store_of(gw)) == 0
@@ -555,12 +550,7 @@ async def test_header_names_are_case_insensitive_and_foreign_digests_are_ignored
     """protocol §13.2 with RFC 9110 §5.1: a lower-case header name is the same header; other digest
     headers (even wrong ones) neither replace nor weaken the check."""
     extra = f"ahp-content-sha256: {DIGEST}\r\nDigest: SHA-256={sha(b'x')}\r\nContent-MD5: AAAA\r\n"
-    conn = await Raw.open(gw)
-    try:
-        await conn.send(upload_head(len(PNG), "", extra=extra) + PNG)
-        status, _, body = await conn.response()
-    finally:
-        conn.close()
+    status, _, body = await Raw.exchange(gw, upload_head(len(PNG), "", extra=extra) + PNG)
     assert status == 201 and json.loads(body)["sha256"] == DIGEST
 
 
@@ -650,12 +640,7 @@ async def test_a_body_shorter_than_content_length_then_half_close_keeps_nothing(
 async def test_chunked_uploads_past_the_limit_are_refused_before_the_body(gw, extra, body):
     """README Uploads: ``Transfer-Encoding`` is 400 (protocol §13.2: no chunking), decided from the
     head: no ``100 Continue``, nothing kept, whatever the chunks would have carried."""
-    conn = await Raw.open(gw)
-    try:
-        await conn.send(upload_head(-1, sha(b"c" * (MAX + 1)), extra=extra) + body)
-        status, _, _ = await conn.response()
-    finally:
-        conn.close()
+    status, _, _ = await Raw.exchange(gw, upload_head(-1, sha(b"c" * (MAX + 1)), extra=extra) + body)
     assert status == 400
     assert len(store_of(gw)) == 0 and reserved(gw) == 0
     await settle_metrics(gw, {STORED: 0, MEM: 0, SPOOL: 0})
