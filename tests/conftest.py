@@ -19,6 +19,7 @@ from aiohttp import web
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
+from tests.oauth_server import LoopbackAuthServer, start_auth_server
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "vectors"
@@ -193,6 +194,15 @@ async def gateway_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitab
     yield make
     for server in servers:
         await server.stop()
+
+
+@pytest.fixture
+async def auth_server(tmp_path: Path) -> AsyncIterator[LoopbackAuthServer]:
+    """A real OAuth authorization server (authlib) with a JWKS endpoint, on loopback TLS."""
+    server = await start_auth_server(tmp_path)
+    yield server
+    assert server.runner is not None
+    await server.runner.cleanup()
 
 
 @pytest.fixture

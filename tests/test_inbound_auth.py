@@ -26,7 +26,7 @@ from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.principal import Refusal
 from gateway.server.app import GatewayServer
 from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
-from tests.oauth_server import Client, LoopbackAuthServer, start_auth_server
+from tests.oauth_server import Client, LoopbackAuthServer
 
 TOKEN_A = "tok-team-a-7f3c9e1b2d"
 TOKEN_B = "tok-team-b-0a9d8c7b6e"
@@ -259,13 +259,11 @@ async def test_none_serves_loopback_peers_only_and_ignores_certificate_headers(t
 
 
 @pytest.fixture
-async def auth_server(tmp_path) -> Any:
-    server = await start_auth_server(tmp_path)
-    server.clients["harness-1"] = Client("harness-1", "harness-secret-9d2", (AUDIENCE,))
-    server.extra_claims["harness-1"] = {"tenant": "a"}
-    yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
+def auth_server(auth_server: LoopbackAuthServer) -> LoopbackAuthServer:
+    """The shared authorization server, with this module's harness client registered."""
+    auth_server.clients["harness-1"] = Client("harness-1", "harness-secret-9d2", (AUDIENCE,))
+    auth_server.extra_claims["harness-1"] = {"tenant": "a"}
+    return auth_server
 
 
 def oauth_inbound(auth_server: LoopbackAuthServer, **extra: Any) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from joserfc.jwk import ECKey, RSAKey
 
 from gateway.server.app import GatewayServer
 from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
-from tests.oauth_server import LoopbackAuthServer, start_auth_server
+from tests.oauth_server import LoopbackAuthServer
 
 AUDIENCE = "https://gw.example/"
 RESOURCE_METADATA = 'Bearer resource_metadata="https://gw.example/.well-known/oauth-protected-resource"'
@@ -190,15 +190,6 @@ def sha(token: str) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # servers on loopback
-
-
-@pytest.fixture
-async def auth_server(tmp_path: Path) -> Any:
-    """A real OAuth authorization server (authlib) with a JWKS endpoint, on loopback TLS."""
-    server = await start_auth_server(tmp_path)
-    yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
 
 
 @dataclass

@@ -17,7 +17,9 @@ RESOURCE = "https://policy.internal/ahp"
 
 
 @pytest.fixture
-async def auth_server(tmp_path):
+async def token_server(tmp_path):
+    """A hand-written token endpoint (metadata and client credentials) whose metadata a test may
+    spoil (``token_endpoint``) and whose issued tokens it can count."""
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1")
     ca_file = tmp_path / "ca.pem"
@@ -55,15 +57,15 @@ async def auth_server(tmp_path):
     await runner.cleanup()
 
 
-def oauth_hook(url, auth_server, policy="fail-closed"):
+def oauth_hook(url, token_server, policy="fail-closed"):
     return {
         "id": "org.example.protected",
         "transport": {"type": "http", "url": url},
-        "caFile": auth_server["ca_file"],
+        "caFile": token_server["ca_file"],
         "authentication": {
             "type": "oauth",
             "resource": RESOURCE,
-            "issuer": auth_server["issuer"],
+            "issuer": token_server["issuer"],
             "clientId": "gateway-client",
             "clientSecretRef": "env:TEST_OAUTH_SECRET",
             "flow": "client_credentials",
@@ -83,22 +85,22 @@ def oauth_hook(url, auth_server, policy="fail-closed"):
 
 @pytest.mark.spec("AHP-AUTH-001")
 async def test_tokens_are_fetched_once_bound_to_the_resource_and_reused(
-    gateway_factory, stub_factory, http, auth_server, monkeypatch
+    gateway_factory, stub_factory, http, token_server, monkeypatch
 ):
-    monkeypatch.setenv("TEST_OAUTH_SECRET", auth_server["secret"])
+    monkeypatch.setenv("TEST_OAUTH_SECRET", token_server["secret"])
     valid = {"Bearer tok-1"}
     upstream = await stub_factory(lambda r: result(r, []))
     gw = await gateway_factory(
         gateway_config(
-            [oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
+            [oauth_hook(upstream.url, token_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
         )
     )
     for _ in range(3):
         _, body = await post(http, gw.url, intercept(tool_before()))
         assert body["result"]["effects"] == []
     assert {h["Authorization"] for h in upstream.headers} == valid
-    assert auth_server["issued"] == ["tok-1"]
-    assert auth_server["requests"][0] == {
+    assert token_server["issued"] == ["tok-1"]
+    assert token_server["requests"][0] == {
         "grant_type": "client_credentials",
         "resource": RESOURCE,
         "scope": "ahp.intercept",
@@ -106,17 +108,17 @@ async def test_tokens_are_fetched_once_bound_to_the_resource_and_reused(
 
 
 async def test_a_401_drops_the_token_and_the_next_call_gets_a_new_one(
-    gateway_factory, stub_factory, http, auth_server, monkeypatch
+    gateway_factory, stub_factory, http, token_server, monkeypatch
 ):
-    monkeypatch.setenv("TEST_OAUTH_SECRET", auth_server["secret"])
+    monkeypatch.setenv("TEST_OAUTH_SECRET", token_server["secret"])
 
     def answer(r):
-        return result(r, []) if len(auth_server["issued"]) > 1 else (401, {"error": "expired"})
+        return result(r, []) if len(token_server["issued"]) > 1 else (401, {"error": "expired"})
 
     upstream = await stub_factory(answer)
     gw = await gateway_factory(
         gateway_config(
-            [oauth_hook(upstream.url, auth_server, policy="fail-open")],
+            [oauth_hook(upstream.url, token_server, policy="fail-open")],
             limits={"deadlineMs": 4000},
             frontend={"timeoutMs": 5000},
         )
@@ -128,13 +130,13 @@ async def test_a_401_drops_the_token_and_the_next_call_gets_a_new_one(
 
 
 async def test_failed_token_acquisition_never_sends_unauthenticated(
-    gateway_factory, stub_factory, http, auth_server, monkeypatch, caplog
+    gateway_factory, stub_factory, http, token_server, monkeypatch, caplog
 ):
     monkeypatch.setenv("TEST_OAUTH_SECRET", "wrong-secret-value")
     upstream = await stub_factory()
     gw = await gateway_factory(
         gateway_config(
-            [oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
+            [oauth_hook(upstream.url, token_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
         )
     )
     _, body = await post(http, gw.url, intercept(tool_before()))
@@ -146,17 +148,17 @@ async def test_failed_token_acquisition_never_sends_unauthenticated(
 
 @pytest.mark.spec("AHP-SEC-001")
 async def test_a_discovered_token_endpoint_with_credentials_is_never_called(
-    gateway_factory, stub_factory, http, auth_server, monkeypatch, caplog
+    gateway_factory, stub_factory, http, token_server, monkeypatch, caplog
 ):
-    monkeypatch.setenv("TEST_OAUTH_SECRET", auth_server["secret"])
-    auth_server["token_endpoint"] = auth_server["issuer"].replace("https://", "https://admin:planted-pw@") + "/token"
+    monkeypatch.setenv("TEST_OAUTH_SECRET", token_server["secret"])
+    token_server["token_endpoint"] = token_server["issuer"].replace("https://", "https://admin:planted-pw@") + "/token"
     upstream = await stub_factory()
     gw = await gateway_factory(
         gateway_config(
-            [oauth_hook(upstream.url, auth_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
+            [oauth_hook(upstream.url, token_server)], limits={"deadlineMs": 4000}, frontend={"timeoutMs": 5000}
         )
     )
     _, body = await post(http, gw.url, intercept(tool_before()))
     assert body["result"]["effects"][0]["code"] == "org.example.gateway.upstream_unavailable"
-    assert auth_server["requests"] == [] and upstream.received == []
+    assert token_server["requests"] == [] and upstream.received == []
     assert "planted-pw" not in caplog.text

@@ -20,7 +20,7 @@ from joserfc.jwk import ECKey, KeySet
 from gateway.credentials.bearer import CredentialUnavailable
 from gateway.credentials.discovery import DestinationPolicy, metadata_candidates, resource_matches
 from tests.conftest import gateway_config, intercept, post, result, tool_before
-from tests.oauth_server import Client, LoopbackAuthServer, start_auth_server
+from tests.oauth_server import Client, LoopbackAuthServer
 
 SECRET = "discovery-client-secret-6a1f"
 
@@ -88,14 +88,6 @@ class Resource:
         if document is None:
             return web.Response(status=404)
         return web.json_response(document)
-
-
-@pytest.fixture
-async def auth_server(tmp_path: Path) -> Any:
-    server = await start_auth_server(tmp_path)
-    yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
 
 
 @pytest.fixture
