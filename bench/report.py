@@ -387,7 +387,7 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "S2", "S2a", "S2g", "S0", "S0n", "S5")
+AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "S2", "S2a", "S2g", "S0", "S0n", "S5n", "S5")
 
 
 def ab_lines(agg: dict[str, dict[str, Any]]) -> list[str]:

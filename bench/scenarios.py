@@ -53,10 +53,10 @@ def _set(config: Config, key: str, values: dict[str, Any]) -> None:
         config.setdefault(key, {}).update(chosen)
 
 
-def intercept_sub(timeout_ms: int = 4000) -> dict[str, Any]:
+def intercept_sub(timeout_ms: int = 4000, events: tuple[str, ...] = ("tool.before",)) -> dict[str, Any]:
     return {
         "mode": "intercept",
-        "events": ["tool.before"],
+        "events": list(events),
         "timeoutMs": timeout_ms,
         "failurePolicy": "fail-closed",
         "content": {"default": "body"},
@@ -72,11 +72,11 @@ def http_hook(index: int, url: str, *, observe: bool = False) -> dict[str, Any]:
     }
 
 
-def local_hook(policies: list[str]) -> dict[str, Any]:
+def local_hook(policies: list[str], events: tuple[str, ...] = ("tool.before",)) -> dict[str, Any]:
     return {
         "id": "org.ahp-gateway.bench.policies",
         "transport": {"type": "local", "policies": policies},
-        "subscriptions": [intercept_sub()],
+        "subscriptions": [intercept_sub(events=events)],
     }
 
 
@@ -151,6 +151,9 @@ class Scenario:
     """Forwarders: the upstream client (aiohttp | pyreqwest | h1, the gateway's own)."""
     no_read: bool = False
     """Stub under test: answer without reading the request body."""
+    unrouted: bool = False
+    """Gateway: no subscription for the benchmark's event (``tool.before``), so every intercept
+    is answered ``effects: []`` right after the front-end check (AHP-REG-002)."""
     front: str = "aiohttp"
     """Gateway: the harness-facing server (``listen.server``: aiohttp | granian; aiohttp-only is
     aiohttp with ``listen.fastLane: false``)."""
@@ -238,6 +241,12 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
         server="fastlane",
         client="h1",
     ),
+    Scenario(
+        "S5n",
+        "load → gateway, no subscription for the event (front-end check and an empty answer: the floor under S5)",
+        "gateway",
+        unrouted=True,
+    ),
     Scenario("S2g", "load → gateway on the granian front end → 1 upstream", "gateway", stubs=1, front="granian"),
     Scenario(
         "S2a",
@@ -248,7 +257,8 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
     ),
 )
 """The HTTP-layer A/B references: bare forwarders on other server/client stacks (S1 is aiohttp +
-aiohttp) and the cheapest possible answer for the local-policy target."""
+aiohttp), the cheapest possible answer for the local-policy target (S0n) and the gateway's own
+floor under S5 (S5n: the same request, routed nowhere)."""
 
 DELAY_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
@@ -288,7 +298,9 @@ BY_KEY = {s.key: s for s in ALL}
 
 
 def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: list[str], workdir: Path) -> Config:
-    if scenario.local_policies:
+    if scenario.unrouted:
+        hooks = [local_hook([str(BUNDLED_POLICIES)], events=("tool.permission.request",))]
+    elif scenario.local_policies:
         extra = workdir / "extra-rules.yaml"
         from bench.payloads import extra_rules
 
