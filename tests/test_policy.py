@@ -105,6 +105,32 @@ async def test_local_backend_sits_at_its_position_in_the_chain(gateway_factory, 
     assert after.received == []
 
 
+async def test_the_rule_memo_keys_by_the_event_as_modified_before_the_local_backend(
+    gateway_factory, stub_factory, http, policy_file
+):
+    """README "The local policy backend" (the rule-result memo): results are remembered by what
+    the rules read of the event *the local backend receives*, so an event an earlier upstream
+    rewrote is never answered from the entry of the event the harness sent, nor the other way."""
+    rewrite = {"on": False}
+    force = [{"type": "modify", "target": "input", "operation": "replace", "value": {"command": "git push --force"}}]
+    rewriter = await stub_factory(lambda r: result(r, force if rewrite["on"] else []))
+    gw = await gateway_factory(gateway_config([hook("org.example.rewriter", rewriter.url), local_hook(policy_file)]))
+
+    async def effects(command: str) -> list[str]:
+        _, body = await post(http, gw.url, intercept(tool_before(command), ALL_TOOL_BEFORE_CAPS))
+        return [e["type"] for e in body["result"]["effects"]]
+
+    assert await effects("git status") == []  # remembered: "git status" is allowed
+    rewrite["on"] = True
+    assert await effects("git status") == ["modify", "deny"]  # the local backend saw the rewrite
+    rewrite["on"] = False
+    assert await effects("git status") == []
+    assert await effects("git push --force") == ["deny"]
+    assert gw.holder is not None
+    (route,) = [r for r in gw.holder.current.intercept_routes["tool.before"] if r.upstream.kind == "local"]
+    assert len(route.upstream.library.memo) == 2, "both commands remembered, once each"
+
+
 async def test_fallback_applies_when_the_effect_is_not_advertised(gateway_factory, http, policy_file):
     gw = await gateway_factory(gateway_config([local_hook(policy_file)]))
     _, body = await post(http, gw.url, intercept(tool_before("cat .env"), ALL_TOOL_BEFORE_CAPS))
