@@ -775,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine,
             "scenarios": agg,
             "overhead": report.overhead(agg, settings.rates),
-            "targets": report.targets(agg),
+            "targets": report.targets(agg, instances),
             "runs": instances,
             "scenario_titles": {s.key: s.title for s in ALL},
         }
