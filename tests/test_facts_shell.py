@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.policy.facts import describe_facts, for_event
+from gateway.policy.facts import describe_facts, for_event, paths
 from gateway.policy.facts.hosts import canonical, ipv4_any
 from gateway.policy.facts.shell import MAX_BYTES, parse_command
 from tests.test_policy_adversarial import QUOTERS
@@ -362,6 +362,19 @@ def test_tool_paths_are_normalized():
     assert f["paths"] == ["/home/ana/payments/.env"]
     f = for_event(_event("Grep", {"pattern": "x", "glob": ".env*"}))
     assert "/home/ana/payments/.env" in f["paths"]
+
+
+def test_normalized_paths_are_cached_for_short_inputs_only():
+    """The cache of :func:`paths.normalize` (a pure function) stays bounded: an input longer
+    than ``_CACHED_INPUT`` is normalized afresh and never kept, whatever an event sends."""
+    paths._normalize_cached.cache_clear()
+    assert paths.normalize("a/../b", "/w") == "/w/b" == paths.normalize("a/../b", "/w")
+    assert paths.normalize("~/x", "/w", "/home/ana") == "/home/ana/x"
+    assert paths.normalize("~/x", "/w", "/home/bo") == "/home/bo/x", "home is part of the key"
+    long = "x/" * paths._CACHED_INPUT
+    assert paths.normalize(long, "/w") == "/w" + "/x" * paths._CACHED_INPUT
+    info = paths._normalize_cached.cache_info()
+    assert (info.currsize, info.hits) == (3, 1)
 
 
 def test_nul_bytes_separate_words():

@@ -14,6 +14,7 @@ yields ``.env``. A glob never matches a leading dot unless it has one (bash with
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -85,7 +86,20 @@ def fold(path: str) -> str:
 
 def normalize(path: str, cwd: str = "", home: str = "~", *, shell: bool = False) -> str:
     """One path in normal form (see the module docstring). ``shell=False`` also expands a leading
-    ``$HOME``/``${HOME}`` (in shell words the parser already did)."""
+    ``$HOME``/``${HOME}`` (in shell words the parser already did). Pure, so short inputs (the
+    working directory and the paths every command names again) are answered from a bounded
+    cache."""
+    if len(path) + len(cwd) + len(home) > _CACHED_INPUT:
+        return _normalize(path, cwd, home, shell)
+    return _normalize_cached(path, cwd, home, shell)
+
+
+_CACHED_INPUT = 512
+"""Characters of input up to which a normalized path is cached: 2,048 of them hold a few MiB at
+most, whatever the events."""
+
+
+def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
     p = path.strip()
     if p == "":
         return ""
@@ -106,6 +120,9 @@ def normalize(path: str, cwd: str = "", home: str = "~", *, shell: bool = False)
     if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
         p = cwd.rstrip("/") + "/" + p
     return fold(p)
+
+
+_normalize_cached = functools.lru_cache(maxsize=2048)(_normalize)
 
 
 def under(path: str, roots: Iterable[str]) -> bool:

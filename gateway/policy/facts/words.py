@@ -65,7 +65,10 @@ class Word:
 
     @property
     def glob(self) -> bool:
-        return any(c in "*?[" and m == "0" for c, m in zip(self.text, self.mask, strict=True))
+        text = self.text
+        if "*" not in text and "?" not in text and "[" not in text:
+            return False
+        return any(c in "*?[" and m == "0" for c, m in zip(text, self.mask, strict=True))
 
     def pattern(self) -> str:
         """The word as a glob pattern: quoted glob characters escaped with a backslash."""
@@ -111,35 +114,44 @@ def ansi_c(body: str) -> str:
 
 
 def unquoted(raw: str, word: Word) -> None:
-    """Append unquoted source text: a backslash quotes the next character, ``\\<newline>`` vanishes."""
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c == "\\" and i + 1 < len(raw):
-            if raw[i + 1] != "\n":
-                word.add(raw[i + 1], True)
-            i += 2
-            continue
-        word.add(c, False)
-        i += 1
+    """Append unquoted source text: a backslash quotes the next character, ``\\<newline>`` vanishes
+    (a trailing lone backslash stays itself). The text between backslashes goes in one piece."""
+    _escaped(raw, word, None, quoted=False)
 
 
 def double_quoted(raw: str, word: Word) -> None:
     """Append the literal text inside double quotes: backslash only escapes ``$ ` " \\`` and newline."""
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
-            if raw[i + 1] != "\n":
-                word.add(raw[i + 1], True)
-            i += 2
-            continue
-        word.add(c, True)
-        i += 1
+    _escaped(raw, word, _DQ_ESCAPABLE, quoted=True)
+
+
+_DQ_ESCAPABLE = frozenset('$`"\\\n')
+
+
+def _escaped(raw: str, word: Word, escapable: frozenset[str] | None, *, quoted: bool) -> None:
+    """``raw`` into ``word``: a backslash before a character of ``escapable`` (any, when None)
+    quotes that character and is dropped (``\\<newline>`` drops both); every other character is
+    appended as it is, marked ``quoted``."""
+    start, end = 0, len(raw)
+    at = raw.find("\\")
+    while 0 <= at < end - 1:
+        following = raw[at + 1]
+        if escapable is None or following in escapable:
+            if at > start:
+                word.add(raw[start:at], quoted)
+            if following != "\n":
+                word.add(following, True)
+            start = at + 2
+            at = raw.find("\\", start)
+        else:  # a literal backslash; the character after it is not a backslash (that one escapes)
+            at = raw.find("\\", at + 1)
+    if start < end:
+        word.add(raw[start:], quoted)
 
 
 def field_split(text: str, mask: str) -> list[tuple[str, str]]:
     """Split at unquoted blanks, which only substituted values can bring (``${IFS}``, ``$X``)."""
+    if " " not in text and "\t" not in text and "\n" not in text:
+        return [(text, mask)] if text else []
     out: list[tuple[str, str]] = []
     start = None
     for i, (c, m) in enumerate(zip(text, mask, strict=True)):
@@ -157,6 +169,8 @@ def field_split(text: str, mask: str) -> list[tuple[str, str]]:
 def brace_expand(text: str, mask: str) -> list[tuple[str, str]] | None:
     """Bash brace expansion of an unquoted ``{a,b}`` or ``{1..3}``; None when it would exceed
     :data:`MAX_BRACE` words. A word without a brace expression comes back unchanged."""
+    if "{" not in text:
+        return [(text, mask)]
     out: list[tuple[str, str]] = []
     work = [(text, mask)]
     while work:
