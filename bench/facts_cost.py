@@ -1,6 +1,7 @@
 """Per-event cost of policy facts, in-process: computing the facts of an event (a command seen for
 the first time, and a repeated one answered from the parse cache), and evaluating the shipped
-library with them (what the local backend does per call, first-time commands).
+library with them (what the local backend does per call for a first-time command: no parse cache
+and no rule-result memo).
 
     python -m bench.facts_cost [--baseline DIR] [--rounds N]
 
@@ -11,6 +12,7 @@ on the same events. Prints microseconds per event (the fastest round: the least 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -70,10 +72,11 @@ def _uncached(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _uncached_cost(engine: Engine, library: Library, event: dict[str, Any], rounds: int) -> float:
+    """The library on a command seen for the first time: no parse cache, no rule-result memo."""
     shell._cache.clear()
     saved, shell.CACHE_ENTRIES = shell.CACHE_ENTRIES, 0  # every parse misses
     try:
-        return evaluate_cost(engine, library, event, rounds)
+        return evaluate_cost(engine, dataclasses.replace(library, memo=None), event, rounds)
     finally:
         shell.CACHE_ENTRIES = saved
 
