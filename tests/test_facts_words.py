@@ -5,6 +5,8 @@ fast paths of field splitting and brace expansion must not change a result."""
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -55,16 +57,13 @@ def test_the_backslash_cases_spelled_out() -> None:
 
 
 def _split_reference(text: str, mask: str) -> list[tuple[str, str]]:
-    out, start = [], None
-    for i, (c, m) in enumerate(zip(text, mask, strict=True)):
-        blank = m == "0" and c in " \t\n"
-        if blank and start is not None:
-            out.append((text[start:i], mask[start:i]))
-            start = None
-        elif not blank and start is None:
-            start = i
-    if start is not None:
-        out.append((text[start:], mask[start:]))
+    """The maximal runs of characters that are not unquoted blanks."""
+    out = []
+    pairs = zip(text, mask, strict=True)
+    for blank, run in itertools.groupby(pairs, key=lambda cm: cm[1] == "0" and cm[0] in " \t\n"):
+        if not blank:
+            chars = list(run)
+            out.append(("".join(c for c, _ in chars), "".join(m for _, m in chars)))
     return out
 
 
