@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from bench.payloads import intercept_body, stub_answer
+from bench.payloads import distinct_template, intercept_body, stub_answer
 from gateway.config.load import load
 from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeHolder, build
@@ -101,18 +101,18 @@ def gateway(local: bool, telemetry: bool = False) -> Gateway:
 
 async def measure(gw: Gateway, n: int, distinct: bool = False) -> float:
     body = intercept_body()
-    bodies = [_distinct(body, i) for i in range(n)] if distinct else [body] * n
+    prefix, suffix = distinct_template()  # distinct: a command of its own, as S5u sends it
+
+    def nth(i: int) -> bytes:
+        return prefix + b"%d" % (1000000 + i) + suffix if distinct else body
+
+    bodies = [nth(i) for i in range(n)]
     for warm in range(200):
-        await gw.handle(_distinct(body, -warm - 1) if distinct else body, {})
+        await gw.handle(nth(-warm - 1), {})
     started = time.process_time()  # CPU time: less sensitive to a shared machine than wall time
     for each in bodies:
         await gw.handle(each, {})
     return (time.process_time() - started) / n * 1e6
-
-
-def _distinct(body: bytes, i: int) -> bytes:
-    """``body`` with a command of its own (same length class, same shape)."""
-    return body.replace(b"--durations=10", b"--durations=%d" % (1000000 + i), 1)
 
 
 def main() -> None:

@@ -169,7 +169,8 @@ class Activation:
 
     @property
     def derives(self) -> bool:
-        """Whether derived variables are (or will be) part of :attr:`values`."""
+        """Whether derived variables are still to be computed, on first use of :attr:`values`
+        (once computed, they are in :attr:`given`)."""
         return self._derive is not None
 
     @property

@@ -8,15 +8,15 @@ traffic — ``POST <listen.path>``, ``Content-Type: application/json``, an exact
 — with llhttp (httptools) and a few writes, and hands every other request to aiohttp unchanged.
 
 How the hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
-duplicate ``Content-Length``), so the first ``CRLFCRLF`` in the buffer ends the request head
-llhttp parsed, and the body is exactly ``Content-Length`` bytes after it. Whatever aiohttp might
-refuse (a repeated header, no ``Host``, an upgrade, fields near its limits) is handed off too, so
-the fast lane never serves a request aiohttp would refuse (tests/test_fastlane_hostile.py). A
-request is read only to its head before it is judged, so a request that is not for the fast lane
-is still whole in the buffer; an aiohttp handler is then connected to the transport, fed those bytes and every later
-one, and answers as if it had read the connection from that request on (401/403, 404, 405, 413,
-415, 400, uploads, native hooks, metadata). Requests on one connection are served one at a time,
-in order, so the two never write at once.
+duplicate ``Content-Length``), so the first ``CRLFCRLF`` in the buffer ends the request head llhttp
+parsed, and the body is exactly ``Content-Length`` bytes after it. Whatever aiohttp might refuse (a
+repeated header, no ``Host``, an upgrade, fields near its limits) is handed off too, so the fast
+lane never serves a request aiohttp would refuse (tests/test_fastlane_hostile.py). A request is read
+only to its head before it is judged, so a request that is not for the fast lane is still whole in
+the buffer; an aiohttp handler is then connected to the transport, fed those bytes and every later
+one, and answers as if it had read the connection from that request on (401/403, 404, 405, 413, 415,
+400, uploads, native hooks, metadata). Requests on one connection are served one at a time, in
+order, so the two never write at once.
 
 Kept from the aiohttp path: authentication from the headers and TLS peer before the body is
 used (protocol §12), bodies over ``maxBodyBytes`` never read (aiohttp answers 413 from the
@@ -93,8 +93,8 @@ class Lane:
         a connection accepted before the listener closed gets its first request served the
         same way (it may be on its way: closing would lose a request the client already sent),
         or closes after :data:`SILENT_GRACE` if not a byte came (at its header timeout if a
-        head has begun). Then the rest close. Connections handed to aiohttp are
-        drained by aiohttp."""
+        head has begun). Then the rest close. Connections handed to aiohttp are drained by
+        aiohttp."""
         self.draining = True
         self._quiet = asyncio.Event()
         for connection in list(self.connections):
