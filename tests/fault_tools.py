@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -89,3 +89,25 @@ def status_of(response: bytes) -> int | None:
         return int(response.split(b" ", 2)[1])
     except (IndexError, ValueError):
         return None
+
+
+class Response(NamedTuple):
+    status: int
+    headers: dict[str, str]
+    """Lower-cased names."""
+    body: bytes
+    head: bytes
+    """The status line and header lines as received."""
+
+
+async def read_response(reader: asyncio.StreamReader, timeout: float = 5.0) -> Response:
+    """One response from a kept-alive connection, its body ``Content-Length`` bytes; each read
+    bounded by ``timeout``."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+    headers = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        if ":" in line:
+            name, value = line.split(":", 1)
+            headers[name.strip().lower()] = value.strip()
+    body = await asyncio.wait_for(reader.readexactly(int(headers.get("content-length", "0"))), timeout)
+    return Response(status_of(head) or 0, headers, body, head)

@@ -18,7 +18,7 @@ import yaml
 
 from gateway.server.fastlane import AHEAD, MAX_HEAD, FastLane
 from tests.conftest import gateway_config, hook, intercept, result, tool_before, wait_for
-from tests.fault_tools import close, raw_request, read_until_closed, status_of
+from tests.fault_tools import close, raw_request, read_response, read_until_closed, status_of
 
 TOKEN = "fast-lane-test-token-0123456789abcdef"
 
@@ -50,16 +50,8 @@ async def _exchange(
     out = []
     try:
         for _ in range(count):
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
-            lines = head.decode("latin-1").split("\r\n")
-            headers = {}
-            for line in lines[1:]:
-                if ":" in line:
-                    name, value = line.split(":", 1)
-                    headers[name.strip().lower()] = value.strip()
-            length = int(headers.get("content-length", "0"))
-            body = await asyncio.wait_for(reader.readexactly(length), timeout)
-            out.append((status_of(head) or 0, headers, body))
+            status, headers, body, _ = await read_response(reader, timeout)
+            out.append((status, headers, body))
     finally:
         await close(writer)
     return out
@@ -67,10 +59,7 @@ async def _exchange(
 
 async def _answer(reader: asyncio.StreamReader) -> int:
     """Read one response on a kept-alive connection; its status."""
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-    length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
-    await asyncio.wait_for(reader.readexactly(length), 5)
-    return status_of(head) or 0
+    return (await read_response(reader)).status
 
 
 def _comparable(answers: list[tuple[int, dict[str, str], bytes]]) -> list[tuple[int, str | None, bytes]]:

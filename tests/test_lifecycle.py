@@ -20,6 +20,7 @@ import yaml
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
 from tests.conftest import ROOT, gateway_config, hook, intercept, post, result, tool_before
+from tests.fault_tools import read_response
 
 
 def _answer(text):
@@ -259,9 +260,7 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
         head = f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         writer.write(head.encode() + body)  # served before the signal: the connection has been accepted
         await writer.drain()
-        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        length = int(next(v for k, v in _head_fields(first) if k == "content-length"))
-        await asyncio.wait_for(reader.readexactly(length), 10)
+        await read_response(reader, 10)
         second_reader, second_writer = await asyncio.open_connection("127.0.0.1", port)
         request = head.encode() + body
         second_writer.write(request[:sent_before])
@@ -279,12 +278,10 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
         assert await asyncio.wait_for(reader.read(), 10) == b""  # idle after its answer: closed
         second_writer.write(request[sent_before:])
         await second_writer.drain()
-        answer = await asyncio.wait_for(second_reader.readuntil(b"\r\n\r\n"), 10)
-        assert answer.startswith(b"HTTP/1.1 200")
-        fields = dict(_head_fields(answer))
-        assert fields.get("connection") == "close"
-        payload = json.loads(await asyncio.wait_for(second_reader.readexactly(int(fields["content-length"])), 10))
-        assert payload["result"]["effects"] == []
+        answer = await read_response(second_reader, 10)
+        assert answer.head.startswith(b"HTTP/1.1 200")
+        assert answer.headers.get("connection") == "close"
+        assert json.loads(answer.body)["result"]["effects"] == []
         assert await asyncio.wait_for(second_reader.read(), 10) == b""  # then closed
         writer.close()
         second_writer.close()
@@ -292,11 +289,6 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
     finally:
         if proc.poll() is None:
             proc.kill()
-
-
-def _head_fields(head: bytes) -> list[tuple[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")[1:]
-    return [(k.strip().lower(), v.strip()) for k, v in (line.split(":", 1) for line in lines if ":" in line)]
 
 
 async def test_workers_share_the_port_and_aggregate_metrics(stub_factory, tmp_path):

@@ -19,7 +19,7 @@ import yaml
 
 from gateway.server.limits import FD_RESERVE, clamp_main_cap
 from tests.conftest import ROOT, gateway_config, hook, intercept, tool_before, wait_for
-from tests.fault_tools import close, healthz, metric, raw_request, read_until_closed, status_of
+from tests.fault_tools import close, healthz, metric, raw_request, read_response, read_until_closed, status_of
 
 HEADER_TIMEOUT_MS = 400
 
@@ -100,12 +100,7 @@ async def test_next_request_on_a_kept_alive_connection_has_its_own_header_timeou
     reader, writer = await _connect(server.port)
     writer.write(_request_bytes())
     await writer.drain()
-    first = await reader.readuntil(b"\r\n\r\n")
-    assert status_of(first) == 200
-    length = int(
-        next(line for line in first.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1]
-    )
-    await reader.readexactly(length)
+    assert (await read_response(reader)).status == 200
     await asyncio.sleep(
         HEADER_TIMEOUT_MS / 1000 * 1.5
     )  # idle longer than the header timeout: still open (idle is 30 s)
@@ -296,10 +291,7 @@ async def test_pipelined_requests_in_one_segment_are_all_served(gw):
     writer.write(_request_bytes() + _request_bytes() + _request_bytes())
     await writer.drain()
     for _ in range(3):
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        assert status_of(head) == 200
-        length = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1])
-        await reader.readexactly(length)
+        assert (await read_response(reader)).status == 200
     await close(writer)
 
 
