@@ -314,23 +314,34 @@ async def test_jwt_from_the_client_credentials_grant_is_accepted_and_carries_cla
     assert status == 400 and denied["error"] == "invalid_target"
 
 
+class FromNow(int):
+    """A time claim in seconds from when the token is minted: a time computed when the tests
+    are collected would drift into the past on a slow run (a ``nbf`` 600 s ahead is past after
+    ten minutes of other tests)."""
+
+
+def _at_mint(overrides: dict[str, object]) -> dict[str, object]:
+    now = int(time.time())
+    return {k: now + v if isinstance(v, FromNow) else v for k, v in overrides.items()}
+
+
 @pytest.mark.parametrize(
     ("overrides", "reason", "code"),
     [
-        ({"exp": int(time.time()) - 120}, "expired", 401),
+        ({"exp": FromNow(-120)}, "expired", 401),
         ({"aud": "https://other.example/"}, "wrong_audience", 401),
         ({"aud": ["https://other.example/", "https://gw.example"]}, "wrong_audience", 401),
         ({"iss": "https://evil.example"}, "wrong_issuer", 401),
         ({"exp": None}, "invalid_token", 401),
         ({"exp": True}, "invalid_token", 401),
-        ({"nbf": int(time.time()) + 600}, "invalid_token", 401),
+        ({"nbf": FromNow(600)}, "invalid_token", 401),
         ({"scope": "ahp.upload"}, "insufficient_scope", 403),
         ({"scope": "ahp.hooksx"}, "insufficient_scope", 403),
     ],
 )
 async def test_jwt_claims_are_enforced(oauth_gateway, http, auth_server, overrides, reason, code):
     gw, a = oauth_gateway
-    token = auth_server.mint(auth_server.claims(AUDIENCE, **overrides))
+    token = auth_server.mint(auth_server.claims(AUDIENCE, **_at_mint(overrides)))
     status, _, headers = await send(http, gw.url, intercept(tool_before()), {"Authorization": "Bearer " + token})
     assert status == code
     assert 'resource_metadata="https://gw.example/.well-known/oauth-protected-resource"' in headers["WWW-Authenticate"]
