@@ -17,8 +17,11 @@ a file descriptor for minutes, and enough of them starved both listeners. Here:
   ``/metrics`` keep answering while the main listener is flooded.
 
 The guard reads three attributes of aiohttp's ``RequestHandler`` (``_waiter``, ``_messages``,
-``_request_count``) to tell "waiting for a request" from "serving one"; tests/test_slow_clients.py
-fails if an aiohttp upgrade changes them.
+``_request_count``) to tell "waiting for a request" from "serving one", makes handlers from the
+runner's ``Server`` (``_loop``, ``_kwargs``) and listens with a ``TCPSite``'s settings. A listener
+checks that the installed aiohttp still has each of them before it accepts a connection
+(:func:`missing_internals`) and refuses to start if one is gone: an aiohttp upgrade that renamed
+one would otherwise lose a limit silently (a header timeout never re-armed, never disarmed).
 
 Request bodies with ``Content-Encoding`` (gzip or deflate) are decoded here too, with
 ``maxBodyBytes`` enforced on the decoded size while decoding: a compression bomb is refused
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, cast
 
+import aiohttp
 from aiohttp import StreamReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
@@ -52,6 +56,32 @@ _REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection
 _TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 Reporter = Callable[[str, str], None]
 """``report(listener, reason)``: a connection was closed by a limit (``limit``, ``header_timeout``)."""
+
+
+_INTERNALS = {
+    "RequestHandler": ("_waiter", "_messages", "_request_count"),
+    "Server": ("_loop", "_kwargs"),
+    "TCPSite": ("_runner", "_host", "_port", "_backlog", "_reuse_address", "_reuse_port", "_ssl_context", "_server"),
+}
+"""The private aiohttp attributes this module reads, by the class that has them."""
+
+
+class IncompatibleAiohttp(RuntimeError):
+    """The installed aiohttp lacks an internal the connection guard reads (see the module
+    docstring): the gateway refuses to serve rather than serve without a limit."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = missing
+        super().__init__(
+            f"aiohttp {aiohttp.__version__} is not supported: the connection limits read "
+            f"{', '.join(missing)}, which it does not have; install the aiohttp version pinned in pyproject.toml"
+        )
+
+
+def missing_internals(site: object, server: object, handler: object) -> list[str]:
+    """``Class.attribute`` of every internal in :data:`_INTERNALS` that the real objects lack."""
+    objects = {"RequestHandler": handler, "Server": server, "TCPSite": site}
+    return [f"{cls}.{name}" for cls, names in _INTERNALS.items() for name in names if not hasattr(objects[cls], name)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +343,12 @@ class GuardedSite(web.TCPSite):
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
-        self.guard.bind(self._runner.server)
+        server = getattr(getattr(self, "_runner", None), "server", None)
+        self.guard.bind(server)
+        handler = self.guard.handler() if hasattr(server, "_loop") and hasattr(server, "_kwargs") else None
+        missing = missing_internals(self, server, handler)
+        if missing:
+            raise IncompatibleAiohttp(missing)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self.guard,
