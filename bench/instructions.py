@@ -8,7 +8,11 @@ For each scenario: the raw upstream stub, the gateway under callgrind on that sc
 configuration, a warm-up, counters zeroed, ``--n`` requests (the benchmark's 2.2 KB
 ``tool.before``) over 16 connections, counters dumped.
 
-    python -m bench.instructions [--only S2,S7] [--n 2000]
+    python -m bench.instructions [--only S2,S7] [--n 2000] [--by-object]
+
+``--by-object`` also prints, per scenario, the share of the instructions spent in each shared
+object (the CPython interpreter, orjson, jsonschema-rs, llhttp, uvloop, libc): whether the cost
+is the gateway's own Python or the libraries it calls.
 """
 
 from __future__ import annotations
@@ -54,16 +58,52 @@ async def _load(port: int, count: int) -> None:
     await asyncio.gather(*(one(count // CONNECTIONS) for _ in range(CONNECTIONS)))
 
 
-def _total(dump_dir: Path, pid: int) -> int:
-    """The instruction total of the newest dump of ``pid``."""
-    dumps = sorted(dump_dir.glob(f"cg.{pid}*"), key=lambda p: p.stat().st_mtime)
-    for line in dumps[-1].read_text().splitlines():
+def _total(dump: Path) -> int:
+    """The instruction total of a dump."""
+    for line in dump.read_text().splitlines():
         if line.startswith(("totals:", "summary:")):
             return int(line.split()[1])
-    raise BenchError(f"no totals in {dumps[-1]}")
+    raise BenchError(f"no totals in {dump}")
 
 
-def measure(key: str, n: int, workdir: Path) -> float:
+def by_object(dump: Path) -> dict[str, int]:
+    """Instructions spent in each shared object (``ob=``) of a callgrind dump, by its own code:
+    every cost line counts except the one after ``calls=``, which repeats the callee's inclusive
+    cost. The shares add up to the dump's ``totals:`` line. Names may be compressed (``(3) path``
+    defines 3, ``(3)`` refers to it; ``cob=`` shares the table)."""
+    names: dict[str, str] = {}
+    spent: dict[str, int] = {}
+    current = "?"
+    after_call = False
+    with dump.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if line.startswith(("ob=", "cob=")):
+                value = line.split("=", 1)[1].strip()
+                ref, _, name = value.partition(" ")
+                if ref.startswith("(") and ref.endswith(")"):
+                    name = names.setdefault(ref, name) if name else names.get(ref, ref)
+                else:
+                    name = value
+                if line.startswith("ob="):
+                    current = name
+            elif line.startswith("calls="):
+                after_call = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                if after_call:
+                    after_call = False
+                    continue
+                fields = line.split()
+                if len(fields) >= 2:
+                    spent[current] = spent.get(current, 0) + int(fields[1])
+    return spent
+
+
+def _dump(dump_dir: Path, pid: int) -> Path:
+    return sorted(dump_dir.glob(f"cg.{pid}*"), key=lambda p: p.stat().st_mtime)[-1]
+
+
+def measure(key: str, n: int, workdir: Path) -> tuple[float, Path]:
+    """Instructions per request of ``key``, and the callgrind dump they were read from."""
     scenario = next(s for s in ALL if s.key == key)
     if scenario.under_test != "gateway" or scenario.stubs > 1:
         raise BenchError(f"{key}: only gateway scenarios with at most one upstream are counted")
@@ -109,7 +149,8 @@ def measure(key: str, n: int, workdir: Path) -> float:
         asyncio.run(_load(port, n))
         subprocess.run(["callgrind_control", "-d", str(gateway.pid)], check=True, capture_output=True)
         time.sleep(0.5)
-        return _total(dumps, gateway.pid) / (n // CONNECTIONS * CONNECTIONS)
+        dump = _dump(dumps, gateway.pid)
+        return _total(dump) / (n // CONNECTIONS * CONNECTIONS), dump
     finally:
         procs.stop_all()
 
@@ -118,16 +159,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="S2,S7", help="comma-separated gateway scenarios (default S2,S7)")
     parser.add_argument("--n", type=int, default=2000, help="requests counted per scenario")
+    parser.add_argument("--by-object", action="store_true", help="the share of each shared object, per scenario")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (with callgrind_control) is needed")
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
     with tempfile.TemporaryDirectory() as tmp:
-        counted = {key: measure(key, args.n, Path(tmp)) for key in keys}
-    base = counted[keys[0]]
+        measured = {key: measure(key, args.n, Path(tmp)) for key in keys}
+        shares = {key: by_object(dump) for key, (_, dump) in measured.items()} if args.by_object else {}
+    base = measured[keys[0]][0]
     print("| Scenario | Instructions per request | × " + keys[0] + " |\n|---|---:|---:|")
-    for key, value in counted.items():
+    for key, (value, _) in measured.items():
         print(f"| {key} | {value:,.0f} | {value / base:.3f} |")
+    for key, spent in shares.items():
+        total = sum(spent.values()) or 1
+        print(f"\n{key}: share of instructions by shared object\n| Object | Share |\n|---|---:|")
+        for name, count in sorted(spent.items(), key=lambda item: -item[1]):
+            if count / total >= 0.002:
+                print(f"| {Path(name).name} | {100 * count / total:.1f} % |")
 
 
 if __name__ == "__main__":
