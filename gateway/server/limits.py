@@ -74,7 +74,7 @@ class IncompatibleAiohttp(RuntimeError):
         self.missing = missing
         super().__init__(
             f"aiohttp {aiohttp.__version__} is not supported: the connection limits read "
-            f"{', '.join(missing)}, which it does not have; install the aiohttp version pinned in pyproject.toml"
+            f"{', '.join(missing)}, which it does not have; install an aiohttp release that has them"
         )
 
 
