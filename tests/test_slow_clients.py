@@ -321,7 +321,7 @@ async def test_the_aiohttp_internals_the_guard_reads_are_all_there() -> None:
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", 0)
-        guard = ConnectionGuard("main", lambda: None)  # type: ignore[arg-type,return-value]
+        guard = ConnectionGuard("main", lambda: None)
         guard.bind(runner.server)
         assert missing_internals(site, runner.server, guard.handler()) == []
         everything = [f"{cls}.{name}" for cls, names in _INTERNALS.items() for name in names]

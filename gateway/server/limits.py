@@ -21,7 +21,9 @@ The guard reads three attributes of aiohttp's ``RequestHandler`` (``_waiter``, `
 runner's ``Server`` (``_loop``, ``_kwargs``) and listens with a ``TCPSite``'s settings. A listener
 checks that the installed aiohttp still has each of them before it accepts a connection
 (:func:`missing_internals`) and refuses to start if one is gone: an aiohttp upgrade that renamed
-one would otherwise lose a limit silently (a header timeout never re-armed, never disarmed).
+one would otherwise lose a limit silently (a header timeout never re-armed, never disarmed). An
+attribute that keeps its name but changes its meaning cannot be seen at start;
+tests/test_slow_clients.py and tests/test_fastlane.py fail on it.
 
 Request bodies with ``Content-Encoding`` (gzip or deflate) are decoded here too, with
 ``maxBodyBytes`` enforced on the decoded size while decoding: a compression bomb is refused
@@ -342,13 +344,13 @@ class GuardedSite(web.TCPSite):
         self.guard = guard
 
     async def start(self) -> None:
-        await web.BaseSite.start(self)
         server = getattr(getattr(self, "_runner", None), "server", None)
         self.guard.bind(server)
-        handler = self.guard.handler() if hasattr(server, "_loop") and hasattr(server, "_kwargs") else None
-        missing = missing_internals(self, server, handler)
+        makes_handlers = all(hasattr(server, name) for name in _INTERNALS["Server"])
+        missing = missing_internals(self, server, self.guard.handler() if makes_handlers else None)
         if missing:
-            raise IncompatibleAiohttp(missing)
+            raise IncompatibleAiohttp(missing)  # before the site registers with its runner
+        await web.BaseSite.start(self)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self.guard,
