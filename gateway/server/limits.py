@@ -80,10 +80,17 @@ class IncompatibleAiohttp(RuntimeError):
         )
 
 
-def missing_internals(site: object, server: object, handler: object) -> list[str]:
-    """``Class.attribute`` of every internal in :data:`_INTERNALS` that the real objects lack."""
+def missing_internals(site: object, server: object, handler: object | None) -> list[str]:
+    """``Class.attribute`` of every internal in :data:`_INTERNALS` that the real objects lack
+    (``handler`` None: none could be made, which the server's own missing internals explain)."""
     objects = {"RequestHandler": handler, "Server": server, "TCPSite": site}
-    return [f"{cls}.{name}" for cls, names in _INTERNALS.items() for name in names if not hasattr(objects[cls], name)]
+    return [
+        f"{cls}.{name}"
+        for cls, names in _INTERNALS.items()
+        if objects[cls] is not None
+        for name in names
+        if not hasattr(objects[cls], name)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
