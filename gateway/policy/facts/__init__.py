@@ -12,6 +12,8 @@ tool call is parsed here (:mod:`shell` with tree-sitter-bash, :mod:`paths`, :mod
     facts.hosts     [canonical hosts of the tool input and of every command]
     facts.cwd / facts.home / facts.roots
     facts.shell     {present, unparsed, reasons, dynamic}
+    facts.effects   [{kind, path, recursive, certainty, source, host, direction, ref, force,
+                      program, via}]      what the call would do (:mod:`effects`)
     facts.commands  [{program, argv, args, subcommand, options, operands, wrappers, privileged,
                       dynamic, globs, paths, hosts, cwd, branch, redirects, stdin_from, stdout_to,
                       code_from, context, depth}]
@@ -25,8 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.policy.facts import effects, shell, tools
 from gateway.policy.facts import paths as pathmod
-from gateway.policy.facts import shell, tools
 
 __all__ = ["INPUTS", "derived_variables", "describe_facts", "for_event", "references_facts", "with_facts"]
 
@@ -99,8 +101,12 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
             hosts += [h for command in commands for h in command["hosts"]]
             if len(dirs) > 1 or _cwd_disagrees(inp, session_cwd):
                 reasons = [*reasons, "ambiguous-cwd"]  # which directory the command runs in is unknown
+    short = tools.short_name(name)
+    found = [] if kind == "shell" else effects.of_tool(kind, short, paths, globs, hosts, inp)
+    for command in commands:
+        found += command.pop("effects")
     return {
-        "tool": {"name": name.lower(), "short": tools.short_name(name), "kind": kind, "server": tools.server_of(tool)},
+        "tool": {"name": name.lower(), "short": short, "kind": kind, "server": tools.server_of(tool)},
         "paths": paths,
         "raw_paths": [_str(p) for p in raw_paths],
         "globs": globs,
@@ -115,6 +121,7 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
             "dynamic": any(c["dynamic"] for c in commands),
         },
         "commands": commands,
+        "effects": found,
     }
 
 

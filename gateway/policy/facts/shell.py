@@ -25,6 +25,8 @@ import orjson
 import tree_sitter
 import tree_sitter_bash
 
+from gateway.policy.facts import code as codemod
+from gateway.policy.facts import effects as effectmod
 from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
@@ -198,6 +200,9 @@ class Command:
     """Static text fed to stdin (heredoc, here-string, ``echo ... |``), when known."""
     dynamic: bool = False
     fact: dict[str, Any] = field(default_factory=dict)
+
+    code_effects: list[dict[str, Any]] = field(default_factory=list)
+    """Effects of the inline code this command runs (:mod:`code`)."""
 
     implied: str = ""
     """The program run when none is named (``sudo -s`` runs a shell)."""
@@ -610,6 +615,10 @@ class Walker:
             self.git_state(cmd, args, st)
         elif program == "find":
             out += self.find_exec(cmd, args, src, st, depth)
+        elif (language := codemod.language_of(program)) is not None:
+            inline = _inline_code(language, args)
+            if inline is not None:
+                out += self.run_code(cmd, language, inline, src, st, depth)
         self.build(cmd)
         self.commands.append(cmd)
         self.finish_code(cmd, src, depth)
@@ -632,6 +641,24 @@ class Walker:
         if positional is not None:
             inner.vars = {k: v for k, v in inner.vars.items() if not k.isdigit()} | positional
         return self.parse(script.text, inner, depth + 1, "payload")
+
+    def run_code(self, cmd: Command, language: str, code: Word, src: bytes, st: State, depth: int) -> list[Command]:
+        """Inline code: the command lines it runs are parsed as payloads, what it does to files
+        and hosts becomes ``cmd.code_effects``; code known only at run time is ``exec`` unknown."""
+        via = [*cmd.wrappers, language]
+        if code.dynamic:
+            if not code.sources:  # `python -c "$CODE"` (downloaded code is `code_from`)
+                cmd.code_effects.append(
+                    effectmod.effect("exec", cmd.program, via, source="unknown", certainty="unknown")
+                )
+            return []
+        found = codemod.analyze(language, code.text)
+        out: list[Command] = []
+        for line in found.commands:
+            out += self.payload(cmd, Word(line, "1" * len(line)), src, st, depth)
+        for kind, value, recursive in found.touches:
+            cmd.code_effects.append(effectmod.of_code(kind, value, recursive, cmd.program, via, st.cwd, st.home))
+        return out
 
     def finish_code(self, cmd: Command, src: bytes, depth: int) -> None:
         """Programs whose output ``cmd`` runs as code, and a static stdin script parsed as one."""
@@ -663,6 +690,11 @@ class Walker:
                 if cmd.stdin_text is not None and program in SHELLS and not cmd.fact.get("_stdin_parsed"):
                     cmd.fact["_stdin_parsed"] = True
                     self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
+                language = codemod.language_of(program)
+                if cmd.stdin_text is not None and language is not None and not cmd.fact.get("_stdin_parsed"):
+                    cmd.fact["_stdin_parsed"] = True  # `python3 - <<'EOF' ... EOF`
+                    text = cmd.stdin_text
+                    self.run_code(cmd, language, Word(text, "1" * len(text)), src, cmd.state, depth)
         elif cmd.start < len(cmd.words) and cmd.words[cmd.start].dynamic:
             cmd.code_from = _unique([*cmd.code_from, *cmd.words[cmd.start].sources])  # `$(curl ...)` as a command
         elif cmd.start < len(cmd.words):
@@ -811,6 +843,8 @@ class Walker:
             self.expansion(n, raw, st, w)
         elif t == "command_substitution":
             body = self.children_text(n, src)
+            if body.lstrip().startswith("<") and not body.lstrip().startswith("<<"):
+                body = "cat " + body.lstrip()[1:]  # `$(<file)` is bash for `$(cat file)`
             before = len(self.commands)
             self.parse(body, st.copy(), depth + 1, "substitution")
             produced = self.commands[before:]
@@ -1136,6 +1170,55 @@ def _shell_payload(args: list[Word]) -> Word | None:
 _INLINE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-Command", "-command", "-EncodedCommand", "-enc"})
 
 
+_FLAG_ONLY = frozenset("lnpaswWtTuUvXSBbdEiIOqRsV")
+"""Single-letter interpreter options that take no value, so a cluster (``perl -lne``,
+``python -Bc``) goes on to the code flag."""
+
+
+def _inline_code(language: str, args: list[Word]) -> Word | None:
+    """The inline code word of an interpreter's arguments (``python -c``, ``node -e``, ``perl -e``,
+    ``php -r``, an awk program), or None when it runs a file or stdin."""
+    k = 0
+    while k < len(args):
+        t = args[k].text
+        if t == "--":
+            break
+        nxt = args[k + 1] if k + 1 < len(args) else None
+        if language == "awk":
+            if t in ("-f", "--file") or t.startswith("-f"):
+                return None
+            if t in ("-F", "-v", "--assign", "--field-separator"):
+                k += 2
+                continue
+            if t.startswith("-"):
+                k += 1
+                continue
+            return args[k]
+        if language == "javascript":
+            if t in ("-e", "--eval", "-p", "--print", "-pe"):
+                return nxt
+            if t.startswith(("--eval=", "--print=")):
+                value = t.split("=", 1)[1]
+                return Word(value, "1" * len(value))
+        elif t.startswith("-") and not t.startswith("--") and len(t) > 1:
+            flag = {"python": "c", "perl": "eE", "ruby": "eE", "php": "r"}.get(language, "")
+            body = t[1:]
+            hit = None
+            for j, ch in enumerate(body):
+                if ch in flag:
+                    hit = j
+                    break
+                if ch not in _FLAG_ONLY:  # `-MFile::Path=rmtree`: the rest is this option's value
+                    break
+            if hit is not None:
+                rest = body[hit + 1 :]
+                return Word(rest, "1" * len(rest)) if rest else nxt
+        elif not t.startswith("-"):
+            return None  # a script file
+        k += 1
+    return None
+
+
 def _has_inline_code(program: str, args: list[str]) -> bool:
     flags = _INLINE_FLAGS | {"-m", "-p", "--print", "-File", "-file", "-f"}
     for a in args:
@@ -1238,6 +1321,11 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
         walker.unparsed.append("too-deep")
     except ValueError:
         walker.unparsed.append("syntax")
+    for cmd in walker.commands:
+        lost = cwd != "" and cmd.state.cwd == ""
+        found = effectmod.of_command(cmd.fact, cmd.words[cmd.start + 1 :], cmd.state.cwd, cmd.state.home, lost)
+        cmd.fact["effects"] = effectmod.with_persist(found + cmd.code_effects)
+    _link_effects(walker.commands)
     facts = []
     for cmd in walker.commands:
         fact = dict(cmd.fact)
@@ -1247,3 +1335,29 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
         fact.pop("paths_raw", None)
         facts.append(fact)
     return facts, _unique(walker.unparsed)
+
+
+_SOCKET_EXEC = re.compile(r"^(exec|system):", re.I)
+_NC_EXEC = frozenset({"-e", "-c", "--exec", "--sh-exec", "--lua-exec"})
+
+
+def _link_effects(commands: list[Command]) -> None:
+    """Effects that only the command line as a whole shows: code run from a program that read the
+    network is downloaded (``cat < /dev/tcp/h/80 | sh``), and a shell or interpreter whose input or
+    output is a socket, or that ``socat``/``nc`` attach to one, is a remote shell."""
+    fetching = {c.program for c in commands if any(e["kind"] == "network" for e in c.fact["effects"]) and c.program}
+    for cmd in commands:
+        fact = cmd.fact
+        found: list[dict[str, Any]] = fact["effects"]
+        for e in found:
+            if e["kind"] == "exec" and e["source"] != "download" and set(cmd.code_from) & fetching:
+                e["source"] = "download"
+        via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+        program = cmd.program
+        socket = any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
+        args = fact["args"]
+        attached = (program == "socat" and any(_SOCKET_EXEC.match(a) for a in args)) or (
+            program in ("nc", "ncat", "netcat") and any(a in _NC_EXEC for a in args)
+        )
+        if (socket and is_interpreter(program)) or attached:
+            found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))

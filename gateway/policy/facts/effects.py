@@ -1,0 +1,426 @@
+"""Effects: what a tool call would do, whatever the tool and however it is spelled.
+
+Rules that match spellings lose to the next spelling; rules over effects do not care whether a
+file is deleted by ``rm -r``, ``find -exec rm``, ``rsync --delete``, ``shutil.rmtree`` or a
+PowerShell ``Remove-Item``. Every effect is one flat map with the same keys (so a rule never
+needs ``has()``)::
+
+    kind       read | write | delete | exec | network | git.update-ref | git.delete-ref |
+               credential | persist | privilege
+    path       the normalized path ('' when none or unknown)
+    recursive  a whole directory tree
+    certainty  exact | bounded (somewhere below ``path``) | unknown (only known when it runs)
+    source     exec: inline | download | decoded | file | stdin | network | unknown
+    host       network: the canonical host; git: the remote
+    direction  network: fetch | send | listen | tunnel
+    ref        git: the destination ref (``main``; ``*`` for all; '' when unknown)
+    force      git: a forced update
+    program    the program (or tool) that has the effect
+    via        the wrappers and contexts it came through (``sudo``, ``payload``, ``find-exec``,
+               ``python``)
+
+Which arguments of a program are paths read, written or deleted, commands run, hosts or secrets
+printed is the program table (:mod:`programs`), not code here. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from gateway.policy.facts import hosts as hostmod
+from gateway.policy.facts import options as opts
+from gateway.policy.facts import paths as pathmod
+from gateway.policy.facts import programs
+from gateway.policy.facts.words import Word
+
+KINDS = (
+    "read",
+    "write",
+    "delete",
+    "exec",
+    "network",
+    "git.update-ref",
+    "git.delete-ref",
+    "credential",
+    "persist",
+    "privilege",
+)
+
+Effect = dict[str, Any]
+
+DECODERS = frozenset(
+    {"base64", "base32", "basenc", "xxd", "openssl", "gunzip", "gzip", "zcat", "bzip2", "bunzip2", "xz", "unxz",
+     "zstd", "uudecode", "rev", "tr", "od", "iconv", "gpg", "age", "lz4", "brotli"}
+)  # fmt: skip
+FILE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "sed", "grep"})
+DOWNLOAD = frozenset(
+    {"curl", "wget", "aria2c", "http", "https", "xh", "httpie", "fetch", "lwp-request", "nc", "ncat", "netcat",
+     "socat", "telnet", "iwr", "invoke-webrequest", "irm", "invoke-restmethod", "ssh", "scp", "sftp", "ftp", "tftp",
+     "git", "gh", "openssl", "powershell", "pwsh"}
+)  # fmt: skip
+_SEND_OPTIONS = frozenset(
+    {"-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "-F", "--form", "-T", "--upload-file",
+     "--json", "--post-data", "--post-file", "--body-data", "--body-file"}
+)  # fmt: skip
+PERSIST_PATHS = re.compile(
+    r"(^|/)(\.bashrc|\.bash_profile|\.bash_login|\.profile|\.zshrc|\.zshenv|\.zprofile|\.zlogin|\.kshrc|\.cshrc|"
+    r"\.tcshrc|\.config/fish/config\.fish|\.inputrc|\.xinitrc|\.xprofile|\.ssh/authorized_keys2?|\.ssh/rc|"
+    r"\.ssh/config|\.gitconfig|\.config/git/config|\.git/config|\.git/hooks/[^/]+|\.husky/[^/]+|\.vimrc|"
+    r"\.config/nvim/.+|\.emacs|\.emacs\.d/init\.el|\.config/autostart/.+|\.config/systemd/user/.+|"
+    r"Library/LaunchAgents/.+|\.claude/settings(\.local)?\.json|\.claude/hooks/.+|\.codex/config\.toml|"
+    r"\.gemini/settings\.json|\.cursor/hooks\.json|\.cursor/mcp\.json|\.vscode/tasks\.json|\.vscode/settings\.json|"
+    r"\.npmrc|\.pip/pip\.conf|\.config/pip/pip\.conf|\.pypirc)$"
+    r"|^/etc/(cron\.(d|daily|hourly|weekly|monthly)/.+|crontab|profile|profile\.d/.+|bash\.bashrc|zsh/.+|"
+    r"environment|ld\.so\.preload|ld\.so\.conf(\.d/.+)?|rc\.local|systemd/.+|init\.d/.+|sudoers(\.d/.+)?|"
+    r"pam\.d/.+|ssh/sshd_config|passwd|shadow|group)$"
+    r"|^/(var/spool/cron/.+|Library/LaunchAgents/.+|Library/LaunchDaemons/.+|usr/lib/systemd/.+|lib/systemd/.+)$"
+)
+"""Places whose contents run later, on their own: shell start-up files, ``authorized_keys``, cron,
+systemd and launchd units, git hooks and config, editor and agent configuration."""
+_DEV_NET = re.compile(r"^/dev/(tcp|udp)/([^/]+)/")
+
+
+def effect(
+    kind: str,
+    program: str,
+    via: Sequence[str] = (),
+    *,
+    path: str = "",
+    recursive: bool = False,
+    certainty: str = "exact",
+    source: str = "",
+    host: str = "",
+    direction: str = "",
+    ref: str = "",
+    force: bool = False,
+) -> Effect:
+    return {
+        "kind": kind,
+        "path": path,
+        "recursive": recursive,
+        "certainty": certainty,
+        "source": source,
+        "host": host,
+        "direction": direction,
+        "ref": ref,
+        "force": force,
+        "program": program,
+        "via": list(via),
+    }
+
+
+def of_path(
+    kind: str, program: str, via: Sequence[str], w: Word, cwd: str, home: str, recursive: bool, lost: bool = False
+) -> list[Effect]:
+    """The effects of one path word: exact, bounded by a glob's directory (plus the sensitive
+    names it can reach), or unknown (its static directory, or ''). ``lost``: the working
+    directory was known and a ``cd`` made it unknown, so a relative path is unknown too (with no
+    known directory at all, a relative path stays relative)."""
+    if "{}" in w.text and "find-exec" in via:  # `find ROOT -exec rm {} +`: anything below ROOT
+        root = pathmod.normalize(w.text.split("{}", 1)[0] or ".", cwd, home, shell=True)
+        return [effect(kind, program, via, path=root, recursive=True, certainty="bounded")]
+    if w.dynamic:
+        head = w.text[: w.fixed]
+        where = pathmod.normalize(head.rsplit("/", 1)[0] or "/", cwd, home, shell=True) if "/" in head else ""
+        return [effect(kind, program, via, path=where, recursive=recursive, certainty="unknown")]
+    if w.text == "":
+        return []
+    if cwd == "" and lost and not w.text.startswith(("/", "~")):  # relative, after `cd "$X"`
+        return [effect(kind, program, via, path="", recursive=recursive, certainty="unknown")]
+    norm = pathmod.normalize(w.text, cwd, home, shell=True)
+    if not w.glob:
+        return [effect(kind, program, via, path=norm, recursive=recursive)]
+    pattern = pathmod.normalize(w.pattern(), cwd, home, shell=True)
+    out = [effect(kind, program, via, path=glob_base(pattern), recursive=True, certainty="bounded")]
+    extra = [home.rsplit("/", 1)[-1]] if home.startswith("/") else []
+    out += [effect(kind, program, via, path=p, recursive=recursive) for p in pathmod.glob_candidates(pattern, extra)]
+    return out
+
+
+def of_code(
+    kind: str, value: str | None, recursive: bool, program: str, via: Sequence[str], cwd: str, home: str
+) -> Effect:
+    """One effect of inline code (:mod:`code`): a path or URL it names, or unknown."""
+    if kind in ("network", "network-send"):
+        hosts = hostmod.in_text(value) if value and "://" in value else hostmod.of_argument(value or "")
+        direction = "send" if kind == "network-send" else "fetch"
+        return effect("network", program, via, host=hosts[0] if hosts else "", direction=direction)
+    if kind.startswith("exec"):
+        source = kind.partition("-")[2] or "unknown"
+        return effect("exec", program, via, source=source, certainty="unknown")
+    if value is None:
+        return effect(kind, program, via, recursive=recursive, certainty="unknown")
+    return effect(kind, program, via, path=pathmod.normalize(value, cwd, home), recursive=recursive)
+
+
+def glob_base(pattern: str) -> str:
+    """The directory a glob stays in: ``/etc/*.conf`` -> ``/etc``, ``/*`` -> ``/``, ``*`` -> ``.``."""
+    head = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    if "/" not in head:
+        return "."
+    return head.rsplit("/", 1)[0] or "/"
+
+
+def select(selector: str, operands: list[Word], argw: list[Word], parsed: opts.Parsed) -> list[Word]:
+    """The words a table selector names (:data:`programs.SELECTORS`)."""
+    if selector == "operands":
+        return operands
+    if selector == "operands-but-last":
+        return operands[:-1]
+    if selector == "last-operand":
+        return operands[-1:] if len(operands) >= 2 else operands
+    if selector == "first-operand":
+        return operands[:1]
+    if selector == "operands-after-first":
+        return operands[1:]
+    if selector == "operands-before-separator":
+        texts = [w.text for w in operands]
+        cut = next((k for k, t in enumerate(texts) if t in (":::", "::::", ":::+")), len(texts))
+        return operands[:cut]
+    if selector.startswith("option:"):
+        name = selector[7:]
+        if name.endswith("="):
+            return [Word(w.text[len(name) :], w.mask[len(name) :], w.dynamic) for w in argw if w.text.startswith(name)]
+        return [Word(v, "1" * len(v)) for v in parsed.values.get(name, [])]
+    return []
+
+
+def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost: bool = False) -> list[Effect]:
+    """The effects of one simple command from its facts and argument words (``argv[1:]``);
+    ``lost`` as in :func:`of_path`."""
+    program: str = fact["program"]
+    via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+    out: list[Effect] = []
+    if program in _OLD_STYLE and argw and argw[0].text.isalpha():  # `tar czf out.tgz dir`
+        argw = [Word("-" + argw[0].text, "1" + argw[0].mask), *argw[1:]]
+    args = [w.text for w in argw]
+    row = _row(program, fact, args) if program else None
+    if row is not None:
+        out += _table_effects(row, program, via, fact, argw, args, cwd, home, lost)
+    for r in fact["redirects"]:
+        target = r.get("path") or r.get("target") or ""
+        net = _DEV_NET.match(target)
+        if net:
+            host = hostmod.canonical(net.group(2))
+            direction = "send" if r["op"].startswith(">") else "fetch"
+            out.append(effect("network", program, via, host=host, direction=direction, path=target))
+            continue
+        if not r.get("path"):
+            continue
+        if r["op"].startswith(">") or r["op"] == "<>":
+            out.append(effect("write", program, via, path=r["path"]))
+        if r["op"] in ("<", "<>"):
+            out.append(effect("read", program, via, path=r["path"]))
+    out += _exec_effects(program, via, fact)
+    if fact["privileged"]:
+        out.append(effect("privilege", program, via))
+    known = {e["host"] for e in out if e["kind"] == "network"}
+    sending = any(o in _SEND_OPTIONS for o in fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
+    for host in fact["hosts"]:
+        if host not in known:
+            out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
+    if program == "git" and fact["subcommand"] == "push":
+        out += _git_push(fact, via)
+    return out
+
+
+def with_persist(found: list[Effect]) -> list[Effect]:
+    """``found`` plus a ``persist`` effect for each write to a place whose contents run later."""
+    return found + [
+        effect("persist", e["program"], e["via"], path=e["path"])
+        for e in found
+        if e["kind"] == "write" and e["path"] and PERSIST_PATHS.search(e["path"])
+    ]
+
+
+_OLD_STYLE = frozenset({"tar", "gtar", "bsdtar", "ar"})
+_SEND_PREFIXES = ("--data", "--form", "--upload-file", "--post-")
+
+
+def _row(program: str, fact: dict[str, Any], args: list[str]) -> programs.Row | None:
+    rows = programs.table().get(program)
+    if not rows:
+        return None
+    for row in rows:
+        spec = row.spec
+        parsed = opts.parse(args, row.parse_spec)
+        operands = [args[k].lower() for k in parsed.operands]
+        if spec.sub and not _contains(operands[: len(spec.sub) + 2], spec.sub):
+            continue
+        present = set(parsed.options) | set(args)
+        if spec.when and not any(w in present for w in spec.when):
+            continue
+        if spec.unless and any(w in present for w in spec.unless):
+            continue
+        return row
+    return None
+
+
+def _contains(items: list[str], part: list[str]) -> bool:
+    n = len(part)
+    return any(items[k : k + n] == part for k in range(len(items) - n + 1))
+
+
+def _table_effects(
+    row: programs.Row,
+    program: str,
+    via: list[str],
+    fact: dict[str, Any],
+    argw: list[Word],
+    args: list[str],
+    cwd: str,
+    home: str,
+    lost: bool,
+) -> list[Effect]:
+    spec = row.spec
+    parsed = opts.parse(args, row.parse_spec)
+    operand_words = [argw[k] for k in parsed.operands]
+    if spec.sub:  # the subcommand words are not operands of the subcommand
+        texts = [w.text.lower() for w in operand_words]
+        at = next((k for k in range(len(texts)) if texts[k : k + len(spec.sub)] == spec.sub), 0)
+        operand_words = operand_words[at + len(spec.sub) :]
+    if program in _PATTERN_FIRST and any(o in parsed.values for o in _PATTERN_OPTIONS):
+        operand_words = [Word("", ""), *operand_words]  # the pattern came from an option
+    present = set(parsed.options) | set(args)
+    recursive = spec.recursive == "always" or (
+        isinstance(spec.recursive, list) and any(r in present for r in spec.recursive)
+    )
+    out: list[Effect] = []
+    for kind in ("read", "write", "delete"):
+        selector = getattr(spec, kind)
+        if selector is None or selector == "none":
+            continue
+        if selector == "always-cwd":
+            out.append(effect(kind, program, via, path=cwd, recursive=True, certainty="bounded" if cwd else "unknown"))
+            continue
+        chosen = select(selector, operand_words, argw, parsed)
+        if not chosen and kind == "delete" and ("xargs" in via or fact["dynamic"]):
+            out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))  # `xargs rm -rf`
+        for w in chosen:
+            if w.text != "-":
+                out += of_path(kind, program, via, w, cwd, home, recursive, lost)
+    if spec.credential:
+        out.append(effect("credential", program, via))
+    if spec.persist:
+        out.append(effect("persist", program, via))
+    if spec.network is not None:
+        words = (
+            operand_words
+            if spec.network in ("operands", "always")
+            else select(spec.network, operand_words, argw, parsed)
+        )
+        for w in words:
+            for host in hostmod.of_argument(w.text.split("@", 1)[-1]):
+                out.append(effect("network", program, via, host=host, direction=spec.direction))
+        for key in ("-L", "-R", "-D", "-W"):
+            if program == "ssh" and key in parsed.values:
+                for value in parsed.values[key]:
+                    for host in hostmod.of_argument(value.replace(":", "/", 1) if value.count(":") >= 2 else value):
+                        out.append(effect("network", program, via, host=host, direction="tunnel"))
+                    for piece in value.split(":"):
+                        for host in hostmod.of_argument(piece) if "." in piece else []:
+                            out.append(effect("network", program, via, host=host, direction="tunnel"))
+    return out
+
+
+_PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "sed", "gsed", "awk", "gawk",
+                            "mawk", "nawk"})  # fmt: skip
+_PATTERN_OPTIONS = ("-e", "-f", "--regexp", "--file", "--expression")
+
+
+def _exec_effects(program: str, via: list[str], fact: dict[str, Any]) -> list[Effect]:
+    sources: list[str] = fact["code_from"]
+    if not sources:
+        return []
+    return [effect("exec", program, via, source=source_of(sources), certainty="unknown")]
+
+
+def source_of(programs_: Iterable[str]) -> str:
+    """What code from these programs' output is: downloaded, decoded, a file's text, or unknown."""
+    names = set(programs_)
+    if names & DOWNLOAD:
+        return "download"
+    if names & DECODERS:
+        return "decoded"
+    if names and names <= FILE_READERS:
+        return "file"
+    return "unknown"
+
+
+_PROTECTED_PREFIXES = ("refs/heads/", "heads/")
+
+
+def _ref(text: str) -> str:
+    for prefix in _PROTECTED_PREFIXES:
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    if text.startswith("refs/"):
+        return text[5:]
+    return text
+
+
+def _git_push(fact: dict[str, Any], via: list[str]) -> list[Effect]:
+    """``git push``: one ``git.update-ref`` (or ``git.delete-ref``) per destination ref."""
+    options = set(fact["options"])
+    force = bool(options & {"--force", "-f", "--force-with-lease", "--force-if-includes"})
+    delete = bool(options & {"--delete", "-d"})
+    operands: list[str] = fact["operands"]
+    remote = operands[0] if operands else ""
+    refspecs = operands[1:]
+    out: list[Effect] = []
+    if options & {"--all", "--branches", "--mirror"}:
+        out.append(effect("git.update-ref", "git", via, host=remote, ref="*", force=force))
+        if "--mirror" in options:
+            out.append(effect("git.delete-ref", "git", via, host=remote, ref="*"))
+    for spec in refspecs:
+        plus = spec.startswith("+")
+        body = spec[1:] if plus else spec
+        src, colon, dst = body.partition(":")
+        target = dst if colon else src
+        if target in ("HEAD", "@") or (not colon and src in ("HEAD", "@")):
+            target = fact["branch"]
+        ref = _ref(target) or "HEAD"
+        if "*" in ref:
+            ref = "*"
+        certainty = "unknown" if fact["dynamic"] and any(c in target for c in "$`") else "exact"
+        if delete or (colon and src == ""):
+            out.append(effect("git.delete-ref", "git", via, host=remote, ref=ref, certainty=certainty))
+        else:
+            out.append(
+                effect("git.update-ref", "git", via, host=remote, ref=ref, force=force or plus, certainty=certainty)
+            )
+    if not refspecs and not options & {"--all", "--branches", "--mirror", "--tags"}:
+        ref = fact["branch"] or "HEAD"  # HEAD: the current branch, not visible in the command
+        certainty = "unknown" if fact["dynamic"] and any("$" in o or "`" in o for o in operands) else "exact"
+        out.append(effect("git.update-ref", "git", via, host=remote, ref=ref, force=force, certainty=certainty))
+    return out
+
+
+def of_tool(
+    kind: str, short: str, paths: list[str], globs: list[str], hosts: list[str], inp: dict[str, Any]
+) -> list[Effect]:
+    """The effects of a non-shell tool call (file, search, fetch and MCP tools)."""
+    program = short
+    out: list[Effect] = []
+    bounded = {glob_base(g) for g in globs}
+    if kind in ("read", "search", "edit"):
+        out += [effect("read", program, path=p, recursive=kind == "search") for p in paths]
+        out += [effect("read", program, path=b, recursive=True, certainty="bounded") for b in bounded]
+    if kind in ("write", "edit", "patch"):
+        deleting = short in ("delete", "delete_file") or (
+            kind == "patch" and "*** Delete File:" in str(inp.get("command", inp.get("input", "")))
+        )
+        out += [effect("delete" if deleting else "write", program, path=p) for p in paths]
+    if kind == "fetch" or hosts:
+        out += [effect("network", program, host=h, direction="fetch") for h in hosts]
+    for key in ("url", "uri", "href"):
+        value = inp.get(key)
+        if isinstance(value, str) and value.lower().startswith("file://"):
+            out.append(effect("read", program, path=pathmod.normalize(value)))
+    if "upload" in short:
+        for p in paths:
+            out.append(effect("read", program, path=p))
+            out.append(effect("network", program, host="", direction="send", path=p))
+    return with_persist(out)

@@ -1,0 +1,150 @@
+"""The program table (``gateway/data/programs.yaml``): which arguments of which program are paths
+read, written or deleted, hosts, commands it runs, or secrets it prints.
+
+Knowledge of programs is data, not code: a policy author adds a program by adding a row
+(policies/README.md, "The program table"). The table is loaded and schema-checked once, at
+import; a broken row fails the import with the row's line, so a shipped table is always whole.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gateway.policy.facts import options as opts
+
+TABLE = Path(__file__).resolve().parent.parent.parent / "data" / "programs.yaml"
+
+SELECTORS = frozenset(
+    {
+        "operands",
+        "operands-but-last",
+        "last-operand",
+        "first-operand",
+        "operands-after-first",
+        "operands-before-separator",
+        "always",
+        "always-cwd",
+        "none",
+    }
+)
+"""Argument selectors; besides these, ``option:-x`` / ``option:--name`` (an option's value) and
+``option:key=`` (the text after ``key=`` in an argument, as ``dd if=...``)."""
+
+
+class RowSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    names: list[str] = Field(min_length=1)
+    sub: list[str] = Field(default_factory=list)
+    when: list[str] = Field(default_factory=list)
+    unless: list[str] = Field(default_factory=list)
+    read: str | None = None
+    write: str | None = None
+    delete: str | None = None
+    runs: str | None = None
+    network: str | None = None
+    direction: Literal["fetch", "send", "listen", "tunnel"] = "fetch"
+    recursive: str | list[str] | None = None
+    credential: bool = False
+    persist: bool = False
+    valued: list[str] = Field(default_factory=list)
+    script_options: list[str] = Field(default_factory=list, alias="script-options")
+
+    @field_validator("read", "write", "delete", "runs", "network")
+    @classmethod
+    def _selector(cls, value: str | None) -> str | None:
+        if value is not None and value not in SELECTORS and not value.startswith("option:"):
+            raise ValueError(f"unknown selector {value!r}; one of {', '.join(sorted(SELECTORS))} or option:<name>")
+        return value
+
+    @field_validator("recursive")
+    @classmethod
+    def _recursive(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, str) and value != "always":
+            raise ValueError("recursive is 'always' or a list of options")
+        return value
+
+
+class TableSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    programs: list[RowSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    spec: RowSpec
+    line: int
+    parse_spec: opts.Spec
+    """How the program's options are split (its own spec where one exists, else the row's
+    ``valued`` options)."""
+
+
+class TableError(ValueError):
+    pass
+
+
+def _spec(row: RowSpec, program: str) -> opts.Spec:
+    key = program + (" " + row.sub[0] if program == "git" and row.sub else "")
+    known = opts.spec_for(program, row.sub[0]) if program == "git" and row.sub else opts.spec_for(program)
+    if known is not None and key in opts.SPECS:
+        return known
+    shorts = "".join(v[1] for v in row.valued if len(v) == 2 and v[0] == "-")
+    longs = frozenset(v[2:] for v in row.valued if v.startswith("--"))
+    return opts.Spec(valued=longs, short_valued=shorts, prefixes=False)
+
+
+def load(text: str, name: str = "programs.yaml") -> dict[str, tuple[Row, ...]]:
+    """Rows by program name, in table order; :class:`TableError` names the row's line."""
+    nodes = yaml.compose(text)
+    data: Any = yaml.safe_load(text)
+    try:
+        table = TableSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first["loc"]
+        line = _line(nodes, loc)
+        raise TableError(f"{name}:{line}: {'.'.join(map(str, loc))}: {first['msg']}") from None
+    rows: dict[str, list[Row]] = {}
+    for index, spec in enumerate(table.programs):
+        line = _line(nodes, ("programs", index))
+        for program in spec.names:
+            rows.setdefault(program, []).append(Row(spec, line, _spec(spec, program)))
+    return {k: tuple(v) for k, v in rows.items()}
+
+
+def _line(node: Any, loc: tuple[Any, ...]) -> int:
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == part), node)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+    return int(node.start_mark.line) + 1 if node is not None else 0
+
+
+@functools.cache
+def table() -> dict[str, tuple[Row, ...]]:
+    """The shipped table, loaded once."""
+    return load(TABLE.read_text(encoding="utf-8"))
+
+
+def row_for(program: str, operands: list[str], options: list[str], args: list[str]) -> Row | None:
+    """The first row of ``program`` whose ``sub``, ``when`` and ``unless`` hold."""
+    for row in table().get(program, ()):
+        spec = row.spec
+        if spec.sub and [o.lower() for o in operands[: len(spec.sub)]] != spec.sub:
+            continue
+        present = set(options) | set(args)
+        if spec.when and not any(w in present for w in spec.when):
+            continue
+        if spec.unless and any(w in present for w in spec.unless):
+            continue
+        return row
+    return None
