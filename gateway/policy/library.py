@@ -30,7 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gateway.config.issues import Issue, json_path
 from gateway.config.load import _read, _validation_issues, line_of
 from gateway.config.models import REVERSE_DNS, _check_events
+from gateway.policy import index as indexing
 from gateway.policy.facts import INPUTS, references_facts
+from gateway.policy.index import Need
 from gateway.policy.memo import Memo
 from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET, matches
 from gateway.routing.cel import Activation, Batch, CelCompileError, Engine, EvalError, Program
@@ -166,6 +168,9 @@ class Library:
     """Some rule reads the ``facts`` variable, so the backend computes facts for each event."""
     memo: Memo | None = None
     """Rule results by exactly what the rules read (:mod:`gateway.policy.memo`)."""
+    needs: Mapping[str, tuple[Need, ...]] = field(default_factory=dict)
+    """Per event type, each rule's need (:mod:`gateway.policy.index`), aligned with
+    :meth:`rules_for`; absent when no rule there can be indexed."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
@@ -190,24 +195,37 @@ class Library:
         results: Sequence[bool | None] | None = None
         slots: Sequence[int] | None = None
         indices: Sequence[int] = range(len(rules))
+        skipped: frozenset[int] = frozenset()
         if known is not None:
             results, slots = known[0], indices
             if not trace:  # the rules that were False stay False
                 indices = known[1]
         else:
-            batch = self.batches.get(event_type)
+            needs = self.needs.get(event_type)
+            if needs is not None:
+                facts = activation.values.get("facts")
+                have = indexing.tokens(facts) if isinstance(facts, Mapping) else None
+                if have is not None:  # the rules that cannot match are false without evaluation
+                    indices = [i for i, need in enumerate(needs) if indexing.can_match(need, have)]
+                    skipped = frozenset(range(len(rules))) - frozenset(indices)
+            batch = self.batches.get(event_type) if len(indices) >= BATCH_FROM else None
             results = batch.eval(activation) if batch is not None else None
             slots = batch.slots if batch is not None and results is not None else None
-        seen: list[bool | None] = [None] * len(rules)
-        for index in indices:
-            rule = rules[index]
-            slot = slots[index] if slots is not None else -1
+        seen: list[bool | None] = [False if at in skipped else None for at in range(len(rules))]
+        if trace and skipped:
+            indices = range(len(rules))
+        for at in indices:
+            rule = rules[at]
+            if at in skipped:
+                entries.append(TraceEntry(rule.id, rule.file, False, None))
+                continue
+            slot = slots[at] if slots is not None else -1
             known_result = results[slot] if results is not None and slot >= 0 else None
             result = rule.program.eval(activation) if known_result is None else known_result
             if isinstance(result, EvalError):
                 entry = TraceEntry(rule.id, rule.file, result.message, None)
                 return Evaluation(effects, [*entries, entry], entry)
-            seen[index] = result
+            seen[at] = result
             if not result:
                 if trace:
                     entries.append(TraceEntry(rule.id, rule.file, False, None))
@@ -316,7 +334,26 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
         if (batch := compiled[key]) is not None:
             batches[event] = batch
     uses = any(references_facts(r.program.source) for r in rules)
-    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event))
+    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event), _needs(by_event) if uses else {})
+
+
+BATCH_FROM = 4
+"""Rules left after indexing from which one batched engine call beats one call per rule."""
+
+
+def _needs(by_event: Mapping[str, tuple[Rule, ...]]) -> dict[str, tuple[Need, ...]]:
+    """Each rule's need (:mod:`gateway.policy.index`), for the event types where some rule has one."""
+    found: dict[int, Need] = {}
+    out: dict[str, tuple[Need, ...]] = {}
+    for event, rules in by_event.items():
+        needs = []
+        for rule in rules:
+            if id(rule) not in found:
+                found[id(rule)] = indexing.need_of(rule.program.serialized())
+            needs.append(found[id(rule)])
+        if any(n is not None for n in needs):
+            out[event] = tuple(needs)
+    return out
 
 
 def _memo(by_event: Mapping[str, tuple[Rule, ...]]) -> Memo | None:

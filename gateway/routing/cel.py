@@ -87,6 +87,10 @@ class Program:
         self.id = id
         self.compiled = compiled
 
+    def serialized(self) -> bytes:
+        """The engine's checked expression (a serialized ``cel.expr.CheckedExpr``)."""
+        return bytes(self._expr.serialize())
+
     def reads(self) -> frozenset[Path] | None:
         """The paths of the declared variables this program reads, or None when unknown
         (:mod:`gateway.routing.reads`)."""
