@@ -245,8 +245,11 @@ GLOBS = [
 @pytest.mark.parametrize("pattern", GLOBS)
 def test_glob_candidates_cover_what_bash_expands(tmp_path, pattern):
     """Soundness against real bash: in a directory holding every sensitive name, each name bash's
-    pathname expansion produces is among the candidates the facts list (none is missed)."""
-    from gateway.policy.facts.paths import VOCABULARY, glob_candidates
+    pathname expansion produces is among the candidates the facts list (none is missed) when the
+    directory is a credential directory; elsewhere every directory name, and every file name
+    when the glob names one (it starts with a dot or keeps two literal characters: ``id_*``, not
+    ``*``)."""
+    from gateway.policy.facts.paths import DIRECTORIES, VOCABULARY, _names_a_file, glob_candidates
 
     for name in VOCABULARY:
         (tmp_path / name).mkdir(exist_ok=True)
@@ -256,7 +259,10 @@ def test_glob_candidates_cover_what_bash_expands(tmp_path, pattern):
     )  # fmt: skip
     expanded = {n for n in out.stdout.decode().split("\0") if n}
     assert expanded, pattern
-    assert expanded <= {c.rsplit("/", 1)[-1] for c in glob_candidates(f"/d/{pattern}")}
+    for directory in ("/d/.ssh", "/home/ana/.gnupg", "/etc/ssh"):
+        assert expanded <= {c.rsplit("/", 1)[-1] for c in glob_candidates(f"{directory}/{pattern}")}
+    reached = {c.rsplit("/", 1)[-1] for c in glob_candidates(f"/d/{pattern}")}
+    assert (expanded if _names_a_file(pattern) else expanded & DIRECTORIES) <= reached
 
 
 def test_a_star_does_not_reach_dot_files():

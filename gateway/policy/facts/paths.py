@@ -10,6 +10,9 @@ case-insensitive file systems compare ``lowerAscii()``.
 matched against a vocabulary of names the shipped rules care about (system directories, key and
 credential files, ``.env`` files), so ``/[a-z]*`` yields ``/etc``, ``/usr`` ... and ``.en?``
 yields ``.env``. A glob never matches a leading dot unless it has one (bash without dotglob).
+A key or credential file name is reached only where that is plausible: inside a credential
+directory (``~/.ssh/*``), or when the glob's literal part names it (``id_*``, ``*_rsa``, ``.en?``);
+``grep TODO *`` in a project reaches directory names only.
 """
 
 from __future__ import annotations
@@ -42,6 +45,14 @@ DIRECTORIES = frozenset({
     "gcloud", ".azure", ".kube", ".docker", "legacy_credentials", "private-keys-v1.d", "sso",
 })  # fmt: skip
 """Names that can sit in the middle of a path (a glob segment there is matched against these only)."""
+
+CREDENTIAL_DIRECTORIES = frozenset(
+    {".ssh", "ssh", ".gnupg", "private-keys-v1.d", ".aws", ".azure", "gcloud", "legacy_credentials", ".docker", ".kube"}
+)
+"""Directories whose files are secrets: there, any glob (``~/.ssh/*``, ``/etc/ssh/*``) reaches
+every key and credential name. Elsewhere a glob reaches such a file name only when it names it
+(:func:`_names_a_file`): ``id_*``, ``*_rsa``, ``.en?``, ``cred*``, but not ``*`` or ``[a-z]*``
+(``grep TODO *`` in a project is not a key read)."""
 
 _HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
@@ -179,6 +190,23 @@ def _literal(segment: str) -> str:
     return re.sub(r"\\(.)", r"\1", segment)
 
 
+_WILDCARD = re.compile(r"\*|\?|\[(?:[!^]?\]?[^\]]*)\]")
+
+
+def _names_a_file(segment: str) -> bool:
+    """A glob segment that says which file it wants: it starts with a literal ``.`` (only dot
+    files) or keeps at least two literal characters beside its wildcards (a one-character class
+    ``[e]`` is a literal)."""
+    if segment.startswith((".", "\\.")):
+        return True
+    return len(_literal(_WILDCARD.sub(_class_literal, segment))) >= 2
+
+
+def _class_literal(m: re.Match[str]) -> str:
+    token = m.group(0)
+    return token[1] if len(token) == 3 and token[1] not in "!^" else ""  # [e] is e; *, ?, [a-z] are nothing
+
+
 def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
     """Sensitive names the (normalized) glob ``pattern`` could match, as paths; at most
     :data:`MAX_CANDIDATES`. ``extra`` adds names to the vocabulary (e.g. the user's name)."""
@@ -199,6 +227,14 @@ def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
             ]
             if not names:
                 return []
+        named = rx is None or _names_a_file(segment)  # else a file name only inside a credential directory
         sep = "/" if index > 0 else ""
-        combos = [c + sep + n for c in combos for n in names][:MAX_CANDIDATES]
+        combos = [
+            c + sep + n
+            for c in combos
+            for n in names
+            if named or n in DIRECTORIES or n in extra or c.rsplit("/", 1)[-1] in CREDENTIAL_DIRECTORIES
+        ][:MAX_CANDIDATES]
+        if not combos:
+            return []
     return [fold(c) if c else c for c in combos]
