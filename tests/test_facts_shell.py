@@ -370,6 +370,34 @@ def test_tool_paths_are_normalized():
     assert "/home/ana/payments/.env" in f["paths"]
 
 
+WINDOWS_SESSION = {"id": "s", "cwd": "C:\\Users\\ana\\p", "workspaceRoots": ["C:\\Users\\ana\\p"]}
+
+
+def test_a_windows_session_has_one_spelling_per_path():
+    """Git Bash's ``/c/...``, ``C:\\...`` and ``C:/...`` are one path in a Windows session, in
+    the tool input, the roots, the cwd and shell words alike; ``/d`` is another drive and a
+    prefix longer than one letter is no drive."""
+    f = for_event(_event("Edit", {"file_path": "/c/Users/ana/p/src/x.ts"}, WINDOWS_SESSION))
+    assert (f["cwd"], f["roots"], f["home"]) == ("C:/Users/ana/p", ["C:/Users/ana/p"], "C:/Users/ana")
+    assert f["paths"] == ["C:/Users/ana/p/src/x.ts"]
+    git_bash = {"id": "s", "cwd": "/c/Users/ana/p", "workspaceRoots": ["C:\\Users\\ana\\p", "/d/shared"]}
+    f = for_event(_event("Bash", {"command": "cd /C/Users/ana/p/src && cat //c/x /d/y /cd/z ../a.ts"}, git_bash))
+    assert (f["cwd"], f["roots"]) == ("C:/Users/ana/p", ["C:/Users/ana/p", "D:/shared"])
+    assert f["commands"][-1]["cwd"] == "C:/Users/ana/p/src"
+    assert f["commands"][-1]["paths"] == ["C:/x", "D:/y", "/cd/z", "C:/Users/ana/p/a.ts"]
+    assert paths.normalize("/c/..", "C:/w") == "/" and paths.normalize("/c", "C:/w") == "C:"
+
+
+def test_git_bash_spelling_is_a_drive_only_in_a_windows_session():
+    f = for_event(_event("Write", {"file_path": "/c/Windows/x"}, {"id": "s", "cwd": "/home/x"}))
+    assert f["paths"] == ["/c/Windows/x"] and f["cwd"] == "/home/x"
+    f = for_event(_event("Write", {"file_path": "C:\\p\\x"}, {"id": "s", "cwd": "/c/p", "workspaceRoots": ["/c/p"]}))
+    assert (f["paths"], f["roots"]) == (["C:/p/x"], ["/c/p"])
+    # the tool input's cwd does not make a Linux session's /c/p its C:/p: they disagree
+    f = for_event(_event("Bash", {"command": "ls", "cwd": "C:\\p"}, {"id": "s", "cwd": "/c/p"}))
+    assert "ambiguous-cwd" in f["shell"]["reasons"]
+
+
 def test_normalized_paths_are_cached_for_short_inputs_only():
     """The cache of :func:`paths.normalize` (a pure function) stays bounded: an input longer
     than ``_CACHED_INPUT`` is normalized afresh and never kept, whatever an event sends."""

@@ -3,8 +3,11 @@
 ``normalize`` expands ``~``/``$HOME`` (the home directory comes from the session: the
 ``/home/<user>``, ``/Users/<user>`` or ``/root`` above ``cwd`` or a workspace root; when none is
 visible it stays ``~``), turns Windows separators into ``/``, resolves a relative path against the
-effective cwd and folds ``.``, ``..`` and repeated slashes. Case is kept; rules that care about
-case-insensitive file systems compare ``lowerAscii()``.
+effective cwd and folds ``.``, ``..`` and repeated slashes. In a Windows session (the cwd or home
+has a drive letter) Git Bash's ``/c/Users/x`` is ``C:/Users/x``: one spelling per path, so
+``/c/...``, ``C:\\...`` and ``c:/...`` compare equal (case-insensitively); elsewhere ``/c`` is an
+ordinary directory. Case is kept; rules that care about case-insensitive file systems compare
+``lowerAscii()``.
 
 ``glob_candidates`` answers "which sensitive names could this glob reach": each glob segment is
 matched against a vocabulary of names the shipped rules care about (system directories, key and
@@ -56,6 +59,21 @@ every key and credential name. Elsewhere a glob reaches such a file name only wh
 
 _HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_WINDOWS = re.compile(r"^[A-Za-z]:([\\/]|$)")
+_GIT_BASH = re.compile(r"^/([A-Za-z])(/|$)")
+
+
+def is_windows(path: str) -> bool:
+    """``path`` (a cwd, home or root) is a Windows one: it starts with a drive letter."""
+    return _WINDOWS.match(path) is not None
+
+
+def drive_spelling(path: str) -> str:
+    """The Git Bash (MSYS) spelling of a drive path in its Windows spelling: ``/c/Users/x`` is
+    ``C:/Users/x``, ``/c`` is ``C:``. Only a single-letter first segment is a drive; call it only
+    for a Windows session (a Linux ``/c/...`` is an ordinary directory)."""
+    m = _GIT_BASH.match(path)
+    return path if m is None else m.group(1).upper() + ":" + path[2:]
 
 
 def home_of(cwd: str, roots: Sequence[str]) -> str:
@@ -130,7 +148,10 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
     if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
         p = cwd.rstrip("/") + "/" + p
-    return fold(p)
+    p = fold(p)
+    if p.startswith("/") and (is_windows(cwd) or is_windows(home)):
+        p = drive_spelling(p)  # a Windows session: Git Bash's /c/... is C:/... (after folding: //c, /./c)
+    return p
 
 
 _normalize_cached = functools.lru_cache(maxsize=2048)(_normalize)
