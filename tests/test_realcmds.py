@@ -104,8 +104,27 @@ def blocking(effects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in effects if e.get("type") in BLOCKING]
 
 
+def rules(n: int, case: dict[str, Any]) -> list[str]:
+    """The rules of the bundled library whose effect was emitted for a case (an ``ask`` effect
+    carries no code), from the library's own trace."""
+    from gateway.policy.facts import with_facts
+    from gateway.policy.library import load_policies
+    from gateway.routing.cel import Engine
+
+    engine = Engine()
+    library = load_policies([REPO / "policies"], engine)
+    values = {"event": event(n, case), "method": "hooks/intercept", "protocolVersion": "draft"}
+    activation = engine.activation({**values, "capabilities": CAPABILITIES, "principal": {}, "headers": {}})
+    result = library.evaluate(
+        "tool.before", with_facts(engine, activation, library.uses_facts), CAPABILITIES, trace=True
+    )
+    return [e.rule for e in result.trace if e.result is True and e.emitted not in (None, "suppressed")]
+
+
 def describe(case: dict[str, Any], effects: list[dict[str, Any]]) -> str:
-    codes = ", ".join(f"{e['type']} {e.get('code', '?')}" for e in effects) or "nothing"
+    codes = ", ".join(f"{e['type']} {e.get('code', '')}".rstrip() for e in effects) or "nothing"
+    if any(e.get("type") in BLOCKING for e in effects):
+        codes += f" (rules: {', '.join(rules(0, case)) or '?'})"
     session = f" session={json.dumps(case['session'], ensure_ascii=False)}" if case.get("session") else ""
     return f"  {case['tool']} {json.dumps(case['input'], ensure_ascii=False)[:400]}{session}\n    -> {codes}"
 
@@ -131,3 +150,13 @@ def test_dangerous_real_calls_are_flagged() -> None:
     )
     print(f"{caught} of {len(dangerous)} dangerous real calls flagged; missed:\n{report}")
     assert caught >= DANGEROUS_FLOOR, f"{caught} flagged, below the floor of {DANGEROUS_FLOOR}; missed:\n{report}"
+
+
+def test_ambiguous_real_calls_are_reported() -> None:
+    """Env-file calls that are neither clearly benign nor clearly a secret read: every one gets an
+    answer, and what the library decides is printed (``-s``), not judged."""
+    ambiguous = cases("ambiguous.json")
+    answered = decisions(ambiguous)
+    report = "\n".join(describe(c, e) + f"  ({c.get('why', '')})" for c, e in zip(ambiguous, answered, strict=True))
+    flagged = sum(1 for e in answered if blocking(e))
+    print(f"{flagged} of {len(ambiguous)} ambiguous real calls denied or asked about\n{report}")
