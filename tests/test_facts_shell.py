@@ -245,8 +245,11 @@ GLOBS = [
 @pytest.mark.parametrize("pattern", GLOBS)
 def test_glob_candidates_cover_what_bash_expands(tmp_path, pattern):
     """Soundness against real bash: in a directory holding every sensitive name, each name bash's
-    pathname expansion produces is among the candidates the facts list (none is missed)."""
-    from gateway.policy.facts.paths import VOCABULARY, glob_candidates
+    pathname expansion produces is among the candidates the facts list (none is missed) when the
+    directory is a credential directory; elsewhere every directory name, and every file name
+    when the glob names one (it starts with a dot or keeps two literal characters: ``id_*``, not
+    ``*``)."""
+    from gateway.policy.facts.paths import DIRECTORIES, VOCABULARY, _names_a_file, glob_candidates
 
     for name in VOCABULARY:
         (tmp_path / name).mkdir(exist_ok=True)
@@ -256,7 +259,10 @@ def test_glob_candidates_cover_what_bash_expands(tmp_path, pattern):
     )  # fmt: skip
     expanded = {n for n in out.stdout.decode().split("\0") if n}
     assert expanded, pattern
-    assert expanded <= {c.rsplit("/", 1)[-1] for c in glob_candidates(f"/d/{pattern}")}
+    for directory in ("/d/.ssh", "/home/ana/.gnupg", "/etc/ssh"):
+        assert expanded <= {c.rsplit("/", 1)[-1] for c in glob_candidates(f"{directory}/{pattern}")}
+    reached = {c.rsplit("/", 1)[-1] for c in glob_candidates(f"/d/{pattern}")}
+    assert (expanded if _names_a_file(pattern) else expanded & DIRECTORIES) <= reached
 
 
 def test_a_star_does_not_reach_dot_files():
@@ -362,6 +368,34 @@ def test_tool_paths_are_normalized():
     assert f["paths"] == ["/home/ana/payments/.env"]
     f = for_event(_event("Grep", {"pattern": "x", "glob": ".env*"}))
     assert "/home/ana/payments/.env" in f["paths"]
+
+
+WINDOWS_SESSION = {"id": "s", "cwd": "C:\\Users\\ana\\p", "workspaceRoots": ["C:\\Users\\ana\\p"]}
+
+
+def test_a_windows_session_has_one_spelling_per_path():
+    """Git Bash's ``/c/...``, ``C:\\...`` and ``C:/...`` are one path in a Windows session, in
+    the tool input, the roots, the cwd and shell words alike; ``/d`` is another drive and a
+    prefix longer than one letter is no drive."""
+    f = for_event(_event("Edit", {"file_path": "/c/Users/ana/p/src/x.ts"}, WINDOWS_SESSION))
+    assert (f["cwd"], f["roots"], f["home"]) == ("C:/Users/ana/p", ["C:/Users/ana/p"], "C:/Users/ana")
+    assert f["paths"] == ["C:/Users/ana/p/src/x.ts"]
+    git_bash = {"id": "s", "cwd": "/c/Users/ana/p", "workspaceRoots": ["C:\\Users\\ana\\p", "/d/shared"]}
+    f = for_event(_event("Bash", {"command": "cd /C/Users/ana/p/src && cat //c/x /d/y /cd/z ../a.ts"}, git_bash))
+    assert (f["cwd"], f["roots"]) == ("C:/Users/ana/p", ["C:/Users/ana/p", "D:/shared"])
+    assert f["commands"][-1]["cwd"] == "C:/Users/ana/p/src"
+    assert f["commands"][-1]["paths"] == ["C:/x", "D:/y", "/cd/z", "C:/Users/ana/p/a.ts"]
+    assert paths.normalize("/c/..", "C:/w") == "/" and paths.normalize("/c", "C:/w") == "C:"
+
+
+def test_git_bash_spelling_is_a_drive_only_in_a_windows_session():
+    f = for_event(_event("Write", {"file_path": "/c/Windows/x"}, {"id": "s", "cwd": "/home/x"}))
+    assert f["paths"] == ["/c/Windows/x"] and f["cwd"] == "/home/x"
+    f = for_event(_event("Write", {"file_path": "C:\\p\\x"}, {"id": "s", "cwd": "/c/p", "workspaceRoots": ["/c/p"]}))
+    assert (f["paths"], f["roots"]) == (["C:/p/x"], ["/c/p"])
+    # the tool input's cwd does not make a Linux session's /c/p its C:/p: they disagree
+    f = for_event(_event("Bash", {"command": "ls", "cwd": "C:\\p"}, {"id": "s", "cwd": "/c/p"}))
+    assert "ambiguous-cwd" in f["shell"]["reasons"]
 
 
 def test_normalized_paths_are_cached_for_short_inputs_only():

@@ -55,12 +55,21 @@ older ``directory`` too); the first absolute one wins, and two different ones ma
 unreadable (``ambiguous-cwd``) instead of letting a harmless one hide the one that runs."""
 
 
-def _cwd_disagrees(inp: dict[str, Any], session_cwd: str) -> bool:
+def _cwd_disagrees(inp: dict[str, Any], session_cwd: str, windows: bool = False) -> bool:
     """A ``cwd`` in the tool input that is not the session's: the harnesses that send one (Cursor,
     Windsurf) report the same directory for the session, while in a tool that takes none
-    (Claude Code's ``Bash``) it is only text the model wrote."""
+    (Claude Code's ``Bash``) it is only text the model wrote. In a Windows session ``/c/x``,
+    ``C:\\x`` and ``c:/x`` are one directory."""
     given = _str(inp.get("cwd"))
-    return _absolute(given) and _absolute(session_cwd) and pathmod.normalize(given) != pathmod.normalize(session_cwd)
+    if not (_absolute(given) and _absolute(session_cwd)):
+        return False
+    if windows:
+        return _windows_dir(given).lower() != _windows_dir(session_cwd).lower()
+    return pathmod.normalize(given) != pathmod.normalize(session_cwd)
+
+
+def _windows_dir(path: str) -> str:
+    return pathmod.drive_spelling(pathmod.normalize(path))
 
 
 def _absolute(path: str) -> bool:
@@ -86,7 +95,15 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     given = [inp.get(k) for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS)]
     dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c)))
     session_cwd = _str(session.get("cwd"))
-    cwd = dirs[0] if dirs else pathmod.normalize(session_cwd) if _absolute(session_cwd) else ""
+    cwd = pathmod.normalize(session_cwd) if _absolute(session_cwd) else ""
+    # a Windows session (as the session shows it; the tool input's cwd only when it shows nothing):
+    # one spelling of its paths, C:/..., also for Git Bash's /c/...
+    windows = any(pathmod.is_windows(p) for p in ((cwd, *roots) if cwd or roots else dirs))
+    if windows:
+        roots = [pathmod.drive_spelling(r) for r in roots]
+        dirs = list(dict.fromkeys(pathmod.drive_spelling(d) for d in dirs))
+        cwd = pathmod.drive_spelling(cwd)
+    cwd = dirs[0] if dirs else cwd
     home = pathmod.home_of(cwd, roots)
     paths, raw_paths, globs = tools.tool_paths(kind, inp, cwd, home)
     hosts = tools.tool_hosts(kind, inp)
@@ -99,7 +116,7 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
             hosts += [h for command in commands for h in command["hosts"]]
-            if len(dirs) > 1 or _cwd_disagrees(inp, session_cwd):
+            if len(dirs) > 1 or _cwd_disagrees(inp, session_cwd, windows):
                 reasons = [*reasons, "ambiguous-cwd"]  # which directory the command runs in is unknown
     short = tools.short_name(name)
     found = [] if kind == "shell" else effects.of_tool(kind, short, paths, globs, hosts, inp)

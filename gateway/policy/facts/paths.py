@@ -3,13 +3,19 @@
 ``normalize`` expands ``~``/``$HOME`` (the home directory comes from the session: the
 ``/home/<user>``, ``/Users/<user>`` or ``/root`` above ``cwd`` or a workspace root; when none is
 visible it stays ``~``), turns Windows separators into ``/``, resolves a relative path against the
-effective cwd and folds ``.``, ``..`` and repeated slashes. Case is kept; rules that care about
-case-insensitive file systems compare ``lowerAscii()``.
+effective cwd and folds ``.``, ``..`` and repeated slashes. In a Windows session (the cwd or home
+has a drive letter) Git Bash's ``/c/Users/x`` is ``C:/Users/x``: one spelling per path, so
+``/c/...``, ``C:\\...`` and ``c:/...`` compare equal (case-insensitively); elsewhere ``/c`` is an
+ordinary directory. Case is kept; rules that care about case-insensitive file systems compare
+``lowerAscii()``.
 
 ``glob_candidates`` answers "which sensitive names could this glob reach": each glob segment is
 matched against a vocabulary of names the shipped rules care about (system directories, key and
 credential files, ``.env`` files), so ``/[a-z]*`` yields ``/etc``, ``/usr`` ... and ``.en?``
 yields ``.env``. A glob never matches a leading dot unless it has one (bash without dotglob).
+A key or credential file name is reached only where that is plausible: inside a credential
+directory (``~/.ssh/*``), or when the glob's literal part names it (``id_*``, ``*_rsa``, ``.en?``);
+``grep TODO *`` in a project reaches directory names only.
 """
 
 from __future__ import annotations
@@ -43,8 +49,31 @@ DIRECTORIES = frozenset({
 })  # fmt: skip
 """Names that can sit in the middle of a path (a glob segment there is matched against these only)."""
 
+CREDENTIAL_DIRECTORIES = frozenset(
+    {".ssh", "ssh", ".gnupg", "private-keys-v1.d", ".aws", ".azure", "gcloud", "legacy_credentials", ".docker", ".kube"}
+)
+"""Directories whose files are secrets: there, any glob (``~/.ssh/*``, ``/etc/ssh/*``) reaches
+every key and credential name. Elsewhere a glob reaches such a file name only when it names it
+(:func:`_names_a_file`): ``id_*``, ``*_rsa``, ``.en?``, ``cred*``, but not ``*`` or ``[a-z]*``
+(``grep TODO *`` in a project is not a key read)."""
+
 _HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_WINDOWS = re.compile(r"^[A-Za-z]:([\\/]|$)")
+_GIT_BASH = re.compile(r"^/([A-Za-z])(/|$)")
+
+
+def is_windows(path: str) -> bool:
+    """``path`` (a cwd, home or root) is a Windows one: it starts with a drive letter."""
+    return _WINDOWS.match(path) is not None
+
+
+def drive_spelling(path: str) -> str:
+    """The Git Bash (MSYS) spelling of a drive path in its Windows spelling: ``/c/Users/x`` is
+    ``C:/Users/x``, ``/c`` is ``C:``. Only a single-letter first segment is a drive; call it only
+    for a Windows session (a Linux ``/c/...`` is an ordinary directory)."""
+    m = _GIT_BASH.match(path)
+    return path if m is None else m.group(1).upper() + ":" + path[2:]
 
 
 def home_of(cwd: str, roots: Sequence[str]) -> str:
@@ -119,7 +148,10 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
     if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
         p = cwd.rstrip("/") + "/" + p
-    return fold(p)
+    p = fold(p)
+    if p.startswith("/") and (is_windows(cwd) or is_windows(home)):
+        p = drive_spelling(p)  # a Windows session: Git Bash's /c/... is C:/... (after folding: //c, /./c)
+    return p
 
 
 _normalize_cached = functools.lru_cache(maxsize=2048)(_normalize)
@@ -179,6 +211,23 @@ def _literal(segment: str) -> str:
     return re.sub(r"\\(.)", r"\1", segment)
 
 
+_WILDCARD = re.compile(r"\*|\?|\[(?:[!^]?\]?[^\]]*)\]")
+
+
+def _names_a_file(segment: str) -> bool:
+    """A glob segment that says which file it wants: it starts with a literal ``.`` (only dot
+    files) or keeps at least two literal characters beside its wildcards (a one-character class
+    ``[e]`` is a literal)."""
+    if segment.startswith((".", "\\.")):
+        return True
+    return len(_literal(_WILDCARD.sub(_class_literal, segment))) >= 2
+
+
+def _class_literal(m: re.Match[str]) -> str:
+    token = m.group(0)
+    return token[1] if len(token) == 3 and token[1] not in "!^" else ""  # [e] is e; *, ?, [a-z] are nothing
+
+
 def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
     """Sensitive names the (normalized) glob ``pattern`` could match, as paths; at most
     :data:`MAX_CANDIDATES`. ``extra`` adds names to the vocabulary (e.g. the user's name)."""
@@ -199,6 +248,14 @@ def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
             ]
             if not names:
                 return []
+        named = rx is None or _names_a_file(segment)  # else a file name only inside a credential directory
         sep = "/" if index > 0 else ""
-        combos = [c + sep + n for c in combos for n in names][:MAX_CANDIDATES]
+        combos = [
+            c + sep + n
+            for c in combos
+            for n in names
+            if named or n in DIRECTORIES or n in extra or c.rsplit("/", 1)[-1] in CREDENTIAL_DIRECTORIES
+        ][:MAX_CANDIDATES]
+        if not combos:
+            return []
     return [fold(c) if c else c for c in combos]

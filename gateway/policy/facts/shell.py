@@ -118,6 +118,11 @@ SEARCHERS = frozenset(
 _URL_OPTIONS = frozenset(
     {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
 )
+_URL_WORD = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_.-]*=|[A-Za-z_][A-Za-z0-9_]*=)?[A-Za-z][A-Za-z0-9+.-]{0,15}://")
+"""A word that is a URL (also as an ``--option=`` or ``NAME=`` value): for any program, the address
+it names is one it may connect to. A URL elsewhere in a word is text, except in an
+interpreter's code (``python -c "urlopen('http://...')"``)."""
+_SPACE = re.compile(r"\s")
 _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
 _DEFAULTS = {"SHELL": "/bin/sh", "BASH": "/bin/bash"}
 """Values of variables a rule may rely on when the command line did not set them."""
@@ -1033,10 +1038,12 @@ class Walker:
         if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
             bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
             for w in argw:
-                if program in NETWORK and w.text in bare:
-                    found = hostmod.of_argument(w.text)
+                if program in NETWORK and w.text in bare and (_URL_WORD.match(w.text) or not _SPACE.search(w.text)):
+                    found = hostmod.of_argument(w.text)  # an address operand (not a text: gh issue create "...")
+                elif "://" in w.text and (program in INTERPRETERS or _URL_WORD.match(w.text)):
+                    found = hostmod.in_text(w.text)  # code, or a word that is a URL (--url=..., URL=...)
                 else:
-                    found = hostmod.in_text(w.text) if "://" in w.text else []
+                    found = []  # a URL inside text (a sed script, an issue title) is not an access
                 if program == "curl" and not found and "{" in w.text:
                     variants = brace_expand(w.text, "0" * len(w.text)) or []
                     found = [h for text, _ in variants for h in hostmod.of_argument(text)]
