@@ -83,33 +83,53 @@ def _node(expr: bytes) -> Node:
 def need_of(serialized: bytes) -> Need:
     """The rule's need (module docstring), from its serialized checked expression."""
     root = decode(serialized)
-    return None if root is None else _need(root)
+    return None if root is None else _need(root, {})
 
 
-def _need(n: Node) -> Need:
+Env = dict[str, str]
+"""What a local name denotes: ``effect`` (an element of ``facts.effects``), ``command`` (of
+``facts.commands``) or ``path`` (a path string of the facts)."""
+
+_RANK = ("text:", "effect:", "hosts", "mcp", "shell:", "program:", "prefix:", "tool:")
+"""Which of two needs of ``a && b`` to keep: the one of rarer tokens (a path that contains
+``.env`` is rarer than a read, a read than a ``cat``)."""
+
+
+def _best(found: list[frozenset[str]]) -> frozenset[str]:
+    def rank(need: frozenset[str]) -> tuple[int, int]:
+        worst = max(next((k for k, p in enumerate(_RANK) if t.startswith(p)), len(_RANK)) for t in need)
+        return worst, len(need)
+
+    return min(found, key=rank)
+
+
+def _need(n: Node, env: Env) -> Need:
     if n.kind == "call":
-        if n.value == "_&&_":
-            found = [x for x in (_need(c) for c in n.children) if x is not None]
-            return min(found, key=len) if found else None
-        if n.value == "_||_":
-            parts = [_need(c) for c in n.children]
+        name, args = n.value, n.children
+        if name == "_&&_":
+            found = [x for x in (_need(c, env) for c in args) if x is not None]
+            return _best(found) if found else None
+        if name == "_||_":
+            parts = [_need(c, env) for c in args]
             if any(p is None for p in parts):
                 return None
             return frozenset().union(*(p for p in parts if p is not None))
-        if n.value in ("_>_", "_!=_") and len(n.children) == 2 and _is_zero(n.children[1]):
-            return _nonempty(n.children[0])
-        if n.value == "_>=_" and len(n.children) == 2 and _is_const(n.children[1], 1):
-            return _nonempty(n.children[0])
-        if n.value == "_==_" and len(n.children) == 2:
-            return _tool_token(n.children[0], n.children[1])
-        if n.value == "@in" and len(n.children) == 2:
-            return _tool_in(n.children[0], n.children[1])
+        if name in ("_>_", "_!=_") and len(args) == 2 and _is_const(args[1], 0):
+            return _nonempty(args[0], env)
+        if name == "_>=_" and len(args) == 2 and _is_const(args[1], 1):
+            return _nonempty(args[0], env)
+        if name in ("_==_", "_!=_", "@in", "contains", "startsWith", "endsWith") and len(args) == 2:
+            return _compare(name, args[0], args[1], env)
         return None
     if n.kind == "comprehension":
-        rng, result = n.children[0], n.children[4]
+        rng, init, result = n.children[0], n.children[1], n.children[4]
         if rng.kind == "list" and not rng.children:  # cel.bind(name, value, result)
-            return _need(result)
-        return _macro(n)
+            denotes = _denotes(init, env)
+            inner = {k: v for k, v in env.items() if k != n.names[1]}
+            if denotes is not None:
+                inner[n.names[1]] = denotes
+            return _need(result, inner)
+        return _macro(n, env)
     if n.kind == "select":
         path = _path(n)
         if path in (("facts", "shell", "unparsed"), ("facts", "shell", "present")):
@@ -117,32 +137,94 @@ def _need(n: Node) -> Need:
     return None
 
 
-def _nonempty(n: Node) -> Need:
+def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
+    """``x == 'lit'``, ``x in [...]``, ``p.contains('lit')``, ``c.program.startsWith('lit')``."""
+    if name in ("contains", "startsWith", "endsWith", "_==_"):  # a path that holds the literal
+        for x, y in ((a, b), (b, a)) if name == "_==_" else ((a, b),):
+            if _denotes(_unlowered(x), env) == "path" and y.kind == "const" and isinstance(y.value, str) and y.value:
+                return frozenset({"text:" + y.value.lower()})
+        if name == "contains":
+            return None
+    if name == "startsWith":
+        if _field(a, env) == ("command", "program") and b.kind == "const" and isinstance(b.value, str) and b.value:
+            return frozenset({"prefix:" + b.value})
+        return None
+    if name == "endsWith":
+        return None
+    if name == "_!=_":
+        if _path(a) == ("facts", "tool", "server") and b.kind == "const" and b.value == "":
+            return frozenset({"mcp"})
+        return None
+    values: list[str] | None
+    if name == "@in":
+        values = _strings(b) if b.kind == "list" else None
+    else:
+        if b.kind != "const" or not isinstance(b.value, str):
+            a, b = b, a
+        values = [b.value] if b.kind == "const" and isinstance(b.value, str) else None
+    if values is None:
+        return None
+    field = _field(a, env)
+    prefix = {("effect", "kind"): "effect:", ("command", "program"): "program:"}.get(field or ("", ""))
+    if prefix is None and _path(a) == ("facts", "tool", "kind"):
+        prefix = "tool:"
+    return frozenset(prefix + v for v in values) if prefix is not None else None
+
+
+def _nonempty(n: Node, env: Env) -> Need:
     """What ``n`` (a list) needs to be non-empty: ``x.filter(...).size()``, ``size(x)``."""
     if n.kind == "call" and n.value == "size" and len(n.children) == 1:
         inner = n.children[0]
         if inner.kind == "comprehension":
-            return _macro(inner)
+            return _macro(inner, env)
         if _path(inner) == ("facts", "hosts"):
             return frozenset({"hosts"})
     return None
 
 
-def _macro(n: Node) -> Need:
-    """A ``filter``/``exists`` comprehension over ``facts.effects`` or ``facts.commands``."""
+def _macro(n: Node, env: Env) -> Need:
+    """A ``filter``/``exists`` comprehension over the effects, the commands or a path list."""
     rng, step = n.children[0], n.children[3]
-    var = n.names[0]
+    element = _element_of(rng, env)
+    accepts = _step_condition(step, n.names[1])
+    if element is None or accepts is None:
+        return None
+    return _need(accepts, {**env, n.names[0]: element})
+
+
+def _element_of(rng: Node, env: Env) -> str | None:
     path = _path(rng)
     if path == ("facts", "effects"):
-        field, prefix = "kind", "effect:"
-    elif path == ("facts", "commands"):
-        field, prefix = "program", "program:"
-    else:
-        return None
-    accepts = _step_condition(step, n.names[1])
-    if accepts is None:
-        return None
-    return _element(accepts, var, field, prefix)
+        return "effect"
+    if path == ("facts", "commands"):
+        return "command"
+    if path in (("facts", "paths"),) or _field(rng, env) == ("command", "paths"):
+        return "path"
+    return None
+
+
+def _denotes(n: Node, env: Env) -> str | None:
+    """What an expression denotes in ``env``: a bound name, or ``e.path`` of an effect."""
+    if n.kind == "ident":
+        return env.get(str(n.value))
+    if _field(n, env) == ("effect", "path"):
+        return "path"
+    return None
+
+
+def _field(n: Node, env: Env) -> tuple[str, str] | None:
+    """``(denotation, field)`` for ``x.field`` where ``x`` is a bound name."""
+    if n.kind == "select" and n.children and n.children[0].kind == "ident":
+        owner = env.get(str(n.children[0].value))
+        return (owner, str(n.value)) if owner is not None else None
+    return None
+
+
+def _unlowered(n: Node) -> Node:
+    """``p.lowerAscii()`` -> ``p`` (a literal is matched against the lowered text anyway)."""
+    if n.kind == "call" and n.value == "lowerAscii" and len(n.children) == 1:
+        return n.children[0]
+    return n
 
 
 def _step_condition(step: Node, accu: str) -> Node | None:
@@ -156,46 +238,6 @@ def _step_condition(step: Node, accu: str) -> Node | None:
         left, right = step.children
         if left.kind == "ident" and left.value == accu:
             return right
-    return None
-
-
-def _element(n: Node, var: str, field: str, prefix: str) -> Need:
-    if n.kind == "call":
-        if n.value == "_&&_":
-            found = [x for x in (_element(c, var, field, prefix) for c in n.children) if x is not None]
-            return min(found, key=len) if found else None
-        if n.value == "_||_":
-            parts = [_element(c, var, field, prefix) for c in n.children]
-            if any(p is None for p in parts):
-                return None
-            return frozenset().union(*(p for p in parts if p is not None))
-        if n.value == "_==_" and len(n.children) == 2:
-            for a, b in (n.children, reversed(n.children)):
-                if _path(a) == (var, field) and b.kind == "const" and isinstance(b.value, str):
-                    return frozenset({prefix + b.value})
-        if n.value == "@in" and len(n.children) == 2:
-            item, items = n.children
-            if _path(item) == (var, field) and items.kind == "list" and _strings(items) is not None:
-                return frozenset(prefix + s for s in _strings(items) or ())
-        return None
-    if n.kind == "comprehension":
-        rng, result = n.children[0], n.children[4]
-        if rng.kind == "list" and not rng.children:
-            return _element(result, var, field, prefix)
-    return None
-
-
-def _tool_token(a: Node, b: Node) -> Need:
-    for x, y in ((a, b), (b, a)):
-        if _path(x) == ("facts", "tool", "kind") and y.kind == "const" and isinstance(y.value, str):
-            return frozenset({"tool:" + y.value})
-    return None
-
-
-def _tool_in(item: Node, items: Node) -> Need:
-    strings = _strings(items) if items.kind == "list" else None
-    if _path(item) == ("facts", "tool", "kind") and strings is not None:
-        return frozenset("tool:" + s for s in strings)
     return None
 
 
@@ -218,19 +260,24 @@ def _path(n: Node) -> tuple[str, ...] | None:
     return (str(n.value).lstrip("."), *reversed(fields))
 
 
-def _is_zero(n: Node) -> bool:
-    return _is_const(n, 0)
-
-
 def _is_const(n: Node, value: int) -> bool:
     return n.kind == "const" and n.value == value and not isinstance(n.value, bool)
 
 
-def tokens(facts: Mapping[str, Any]) -> frozenset[str]:
-    """The tokens an event has (module docstring), from its facts."""
+def literals(needs: Iterable[Need]) -> frozenset[str]:
+    """The ``text:`` literals the needs use: an event gets those its paths contain."""
+    return frozenset(t[5:] for need in needs if need is not None for t in need if t.startswith("text:"))
+
+
+def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The tokens an event has (module docstring), from its facts; ``texts``: the literals of
+    :func:`literals` to look for in every path of the facts (lower-cased)."""
     out = {"tool:" + facts["tool"]["kind"]}
     out.update("effect:" + e["kind"] for e in facts["effects"])
-    out.update("program:" + c["program"] for c in facts["commands"])
+    for c in facts["commands"]:
+        program = c["program"]
+        out.add("program:" + program)
+        out.update("prefix:" + program[:k] for k in range(1, len(program)))
     shell = facts["shell"]
     if shell["present"]:
         out.add("shell:present")
@@ -238,6 +285,13 @@ def tokens(facts: Mapping[str, Any]) -> frozenset[str]:
         out.add("shell:unparsed")
     if facts["hosts"]:
         out.add("hosts")
+    if facts["tool"]["server"]:
+        out.add("mcp")
+    if texts:
+        paths = [*facts["paths"], *(e["path"] for e in facts["effects"])]
+        paths += [p for c in facts["commands"] for p in c["paths"]]
+        joined = "\n".join(paths).lower()
+        out.update("text:" + t for t in texts if t in joined)
     return frozenset(out)
 
 

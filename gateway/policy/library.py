@@ -171,6 +171,8 @@ class Library:
     needs: Mapping[str, tuple[Need, ...]] = field(default_factory=dict)
     """Per event type, each rule's need (:mod:`gateway.policy.index`), aligned with
     :meth:`rules_for`; absent when no rule there can be indexed."""
+    texts: frozenset[str] = frozenset()
+    """The literals the needs look for in the event's paths (:func:`index.literals`)."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
@@ -204,7 +206,7 @@ class Library:
             needs = self.needs.get(event_type)
             if needs is not None:
                 facts = activation.values.get("facts")
-                have = indexing.tokens(facts) if isinstance(facts, Mapping) else None
+                have = indexing.tokens(facts, self.texts) if isinstance(facts, Mapping) else None
                 if have is not None:  # the rules that cannot match are false without evaluation
                     indices = [i for i, need in enumerate(needs) if indexing.can_match(need, have)]
                     skipped = frozenset(range(len(rules))) - frozenset(indices)
@@ -334,7 +336,9 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
         if (batch := compiled[key]) is not None:
             batches[event] = batch
     uses = any(references_facts(r.program.source) for r in rules)
-    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event), _needs(by_event) if uses else {})
+    needs = _needs(by_event) if uses else {}
+    texts = indexing.literals(n for per_event in needs.values() for n in per_event)
+    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event), needs, texts)
 
 
 BATCH_FROM = 4

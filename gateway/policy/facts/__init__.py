@@ -197,4 +197,20 @@ def describe_facts(event: Mapping[str, Any]) -> list[str]:
             if c["context"]:
                 parts.append(f"in={c['context']}")
             lines.append("    " + " ".join(parts))
+    if f["effects"]:
+        lines.append(f"  effects: {len(f['effects'])}")
+        lines += ["    " + describe_effect(e) for e in f["effects"]]
     return lines
+
+
+def describe_effect(e: Mapping[str, Any]) -> str:
+    """One effect as a line: ``delete /home/ana recursive exact by rm via sudo``."""
+    parts = [e["kind"]]
+    parts += [e[k] if k == "path" else f"{k}={e[k]}" for k in ("path", "host", "ref", "source", "direction") if e[k]]
+    parts += [flag for flag in ("recursive", "force") if e[flag]]
+    parts.append(e["certainty"])
+    if e["program"]:
+        parts.append(f"by {e['program']}")
+    if e["via"]:
+        parts.append("via " + ",".join(e["via"]))
+    return " ".join(parts)

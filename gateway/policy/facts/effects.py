@@ -56,10 +56,11 @@ DECODERS = frozenset(
 )  # fmt: skip
 FILE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "sed", "grep"})
 DOWNLOAD = frozenset(
-    {"curl", "wget", "aria2c", "http", "https", "xh", "httpie", "fetch", "lwp-request", "nc", "ncat", "netcat",
-     "socat", "telnet", "iwr", "invoke-webrequest", "irm", "invoke-restmethod", "ssh", "scp", "sftp", "ftp", "tftp",
-     "git", "gh", "openssl", "powershell", "pwsh"}
+    {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs", "httpie", "lwp-request", "get",
+     "invoke-webrequest", "invoke-restmethod", "iwr", "irm", "lynx", "w3m", "links", "ftp", "tftp", "nc", "ncat",
+     "netcat", "socat", "telnet", "scp", "rsync", "gh", "ssh", "sftp"}
 )  # fmt: skip
+"""Programs whose output is downloaded: code from them is ``exec`` with source ``download``."""
 _SEND_OPTIONS = frozenset(
     {"-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "-F", "--form", "-T", "--upload-file",
      "--json", "--post-data", "--post-file", "--body-data", "--body-file"}
@@ -193,12 +194,11 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     program: str = fact["program"]
     via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
     out: list[Effect] = []
-    if program in _OLD_STYLE and argw and argw[0].text.isalpha():  # `tar czf out.tgz dir`
-        argw = [Word("-" + argw[0].text, "1" + argw[0].mask), *argw[1:]]
+    argw = _old_style(program, argw)
     args = [w.text for w in argw]
-    row = _row(program, fact, args) if program else None
-    if row is not None:
-        out += _table_effects(row, program, via, fact, argw, args, cwd, home, lost)
+    found = _row(program, fact, args) if program else None
+    if found is not None:
+        out += _table_effects(found[0], found[1], program, via, fact, argw, args, cwd, home, lost)
     for r in fact["redirects"]:
         target = r.get("path") or r.get("target") or ""
         net = _DEV_NET.match(target)
@@ -239,22 +239,41 @@ _OLD_STYLE = frozenset({"tar", "gtar", "bsdtar", "ar"})
 _SEND_PREFIXES = ("--data", "--form", "--upload-file", "--post-")
 
 
-def _row(program: str, fact: dict[str, Any], args: list[str]) -> programs.Row | None:
+def _old_style(program: str, argw: list[Word]) -> list[Word]:
+    """``tar czf out.tgz dir``: a first word of bundled options without the dash."""
+    if program in _OLD_STYLE and argw and argw[0].text.isalpha():
+        return [Word("-" + argw[0].text, "1" + argw[0].mask), *argw[1:]]
+    return argw
+
+
+def row_of(fact: dict[str, Any]) -> programs.Row | None:
+    """The program-table row a command's facts match (for tests and ``explain``)."""
+    args = [w.text for w in _old_style(fact["program"], [Word(a, "1" * len(a)) for a in fact["args"]])]
+    found = _row(fact["program"], fact, args) if fact["program"] else None
+    return found[0] if found is not None else None
+
+
+def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.Row, opts.Parsed] | None:
+    """The program's first matching row (``sub``, ``when``, ``unless``) and the arguments parsed
+    with that row's option spec."""
     rows = programs.table().get(program)
     if not rows:
         return None
+    parsed_by: dict[int, opts.Parsed] = {}
     for row in rows:
         spec = row.spec
-        parsed = opts.parse(args, row.parse_spec)
-        operands = [args[k].lower() for k in parsed.operands]
-        if spec.sub and not _contains(operands[: len(spec.sub) + 2], spec.sub):
+        parsed = parsed_by.get(id(row.parse_spec))
+        if parsed is None:
+            parsed = parsed_by[id(row.parse_spec)] = opts.parse(args, row.parse_spec)
+        if spec.sub and not _contains([args[k].lower() for k in parsed.operands[: len(spec.sub) + 2]], spec.sub):
             continue
-        present = set(parsed.options) | set(args)
-        if spec.when and not any(w in present for w in spec.when):
-            continue
-        if spec.unless and any(w in present for w in spec.unless):
-            continue
-        return row
+        if spec.when or spec.unless:
+            present = set(parsed.options) | set(args)
+            if spec.when and present.isdisjoint(spec.when):
+                continue
+            if spec.unless and not present.isdisjoint(spec.unless):
+                continue
+        return row, parsed
     return None
 
 
@@ -265,6 +284,7 @@ def _contains(items: list[str], part: list[str]) -> bool:
 
 def _table_effects(
     row: programs.Row,
+    parsed: opts.Parsed,
     program: str,
     via: list[str],
     fact: dict[str, Any],
@@ -275,7 +295,6 @@ def _table_effects(
     lost: bool,
 ) -> list[Effect]:
     spec = row.spec
-    parsed = opts.parse(args, row.parse_spec)
     operand_words = [argw[k] for k in parsed.operands]
     if spec.sub:  # the subcommand words are not operands of the subcommand
         texts = [w.text.lower() for w in operand_words]

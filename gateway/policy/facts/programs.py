@@ -109,7 +109,9 @@ def load(text: str, name: str = "programs.yaml") -> dict[str, tuple[Row, ...]]:
         first = exc.errors()[0]
         loc = first["loc"]
         line = _line(nodes, loc)
-        raise TableError(f"{name}:{line}: {'.'.join(map(str, loc))}: {first['msg']}") from None
+        raise TableError(
+            f"{name}:{line}: {'.'.join(map(str, loc))}: {first['msg'].removeprefix('Value error, ')}"
+        ) from None
     rows: dict[str, list[Row]] = {}
     for index, spec in enumerate(table.programs):
         line = _line(nodes, ("programs", index))
