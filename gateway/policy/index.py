@@ -90,17 +90,23 @@ Env = dict[str, str]
 """What a local name denotes: ``effect`` (an element of ``facts.effects``), ``command`` (of
 ``facts.commands``) or ``path`` (a path string of the facts)."""
 
-_RANK = ("text:", "effect:", "hosts", "mcp", "shell:", "program:", "prefix:", "tool:")
-"""Which of two needs of ``a && b`` to keep: the one of rarer tokens (a path that contains
-``.env`` is rarer than a read, a read than a ``cat``)."""
+
+def _rank(token: str) -> int:
+    """How common a token is, roughly (lower: rarer). Of the needs of ``a && b`` the one whose
+    commonest token is rarest is kept: a path holding ``.env`` is rarer than a read, a read than
+    a ``cat``, and a one- or two-character literal (``/``) says nothing."""
+    kind, _, value = token.partition(":")
+    if kind in ("text", "start"):
+        return 0 if len(value) >= 3 else 9
+    if kind == "prefix":
+        return 6 if len(value) >= 3 else 9
+    return {"effect": 1, "hosts": 2, "mcp": 3, "reason": 3, "shell": 4, "program": 5, "tool": 7}.get(kind, 8) + (
+        token == "shell:present"
+    ) * 4
 
 
 def _best(found: list[frozenset[str]]) -> frozenset[str]:
-    def rank(need: frozenset[str]) -> tuple[int, int]:
-        worst = max(next((k for k, p in enumerate(_RANK) if t.startswith(p)), len(_RANK)) for t in need)
-        return worst, len(need)
-
-    return min(found, key=rank)
+    return min(found, key=lambda need: (max(_rank(t) for t in need), len(need)))
 
 
 def _need(n: Node, env: Env) -> Need:
@@ -140,9 +146,10 @@ def _need(n: Node, env: Env) -> Need:
 def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
     """``x == 'lit'``, ``x in [...]``, ``p.contains('lit')``, ``c.program.startsWith('lit')``."""
     if name in ("contains", "startsWith", "endsWith", "_==_"):  # a path that holds the literal
+        kind = "start:" if name == "startsWith" else "text:"
         for x, y in ((a, b), (b, a)) if name == "_==_" else ((a, b),):
             if _denotes(_unlowered(x), env) == "path" and y.kind == "const" and isinstance(y.value, str) and y.value:
-                return frozenset({"text:" + y.value.lower()})
+                return frozenset({kind + y.value.lower()})
         if name == "contains":
             return None
     if name == "startsWith":
@@ -151,6 +158,8 @@ def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
         return None
     if name == "endsWith":
         return None
+    if name == "@in" and _path(b) == ("facts", "shell", "reasons") and a.kind == "const" and isinstance(a.value, str):
+        return frozenset({"reason:" + a.value})
     if name == "_!=_":
         if _path(a) == ("facts", "tool", "server") and b.kind == "const" and b.value == "":
             return frozenset({"mcp"})
@@ -265,13 +274,15 @@ def _is_const(n: Node, value: int) -> bool:
 
 
 def literals(needs: Iterable[Need]) -> frozenset[str]:
-    """The ``text:`` literals the needs use: an event gets those its paths contain."""
-    return frozenset(t[5:] for need in needs if need is not None for t in need if t.startswith("text:"))
+    """The ``text:`` and ``start:`` tokens the needs use: an event gets those its paths contain
+    or start with."""
+    return frozenset(t for need in needs if need is not None for t in need if t.startswith(("text:", "start:")))
 
 
 def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> frozenset[str]:
-    """The tokens an event has (module docstring), from its facts; ``texts``: the literals of
-    :func:`literals` to look for in every path of the facts (lower-cased)."""
+    """The tokens an event has (module docstring), from its facts; ``texts``: the tokens of
+    :func:`literals` to look for in every path of the facts, lower-cased and joined by newlines
+    (a literal holds no newline, so the tests can only err towards evaluating a rule)."""
     out = {"tool:" + facts["tool"]["kind"]}
     out.update("effect:" + e["kind"] for e in facts["effects"])
     for c in facts["commands"]:
@@ -283,6 +294,7 @@ def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> fro
         out.add("shell:present")
     if shell["unparsed"]:
         out.add("shell:unparsed")
+    out.update("reason:" + r for r in shell["reasons"])
     if facts["hosts"]:
         out.add("hosts")
     if facts["tool"]["server"]:
@@ -290,8 +302,11 @@ def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> fro
     if texts:
         paths = [*facts["paths"], *(e["path"] for e in facts["effects"])]
         paths += [p for c in facts["commands"] for p in c["paths"]]
-        joined = "\n".join(paths).lower()
-        out.update("text:" + t for t in texts if t in joined)
+        joined = "\n" + "\n".join(paths).lower()
+        for token in texts:
+            kind, _, value = token.partition(":")
+            if (value in joined) if kind == "text" else ("\n" + value in joined):
+                out.add(token)
     return frozenset(out)
 
 

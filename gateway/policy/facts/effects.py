@@ -80,6 +80,8 @@ PERSIST_PATHS = re.compile(
 )
 """Places whose contents run later, on their own: shell start-up files, ``authorized_keys``, cron,
 systemd and launchd units, git hooks and config, editor and agent configuration."""
+_NOWHERE = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"})
+"""Redirect targets that are no file: ``2>/dev/null`` writes nothing."""
 _DEV_NET = re.compile(r"^/dev/(tcp|udp)/([^/]+)/")
 
 
@@ -207,7 +209,7 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
             direction = "send" if r["op"].startswith(">") else "fetch"
             out.append(effect("network", program, via, host=host, direction=direction, path=target))
             continue
-        if not r.get("path"):
+        if not r.get("path") or r["path"] in _NOWHERE or r["path"].startswith("/dev/fd/"):
             continue
         if r["op"].startswith(">") or r["op"] == "<>":
             out.append(effect("write", program, via, path=r["path"]))
