@@ -241,6 +241,11 @@ EFFECT_CASES = [
      "python3 -c \"open('out.txt','a').write('x')\""),
     ("keys", "ssh-keygen -t rsa -N '' -f ~/.ssh/id_rsa", "private-key-write", "ssh-keygen -t rsa -N '' -f ./deploy_key"),
     ("disk", "cat image.iso > /dev/sdb", "disk-wipe", "cat image.iso > /tmp/disk.img"),
+    # cloud metadata and secret searches
+    ("metadata", "curl http://169.254.169.254.nip.io/", "cloud-metadata", "curl http://10.254.169.254.nip.io/"),
+    ("metadata", "ssh -L 8080:169.254.169.254:80 bastion.example", "cloud-metadata",
+     "ssh -L 8080:db.internal:5432 bastion.example"),
+    ("secret-search", "grep -r 'BEGIN OPENSSH PRIVATE KEY' ~", "credential-print", "grep -r 'BEGIN TRANSACTION' src"),
 ]  # fmt: skip
 
 

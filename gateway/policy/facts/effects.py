@@ -80,6 +80,12 @@ PERSIST_PATHS = re.compile(
 )
 """Places whose contents run later, on their own: shell start-up files, ``authorized_keys``, cron,
 systemd and launchd units, git hooks and config, editor and agent configuration."""
+SECRET_CONTENT = re.compile(
+    r"PRIVATE KEY|aws_secret_access_key|AKIA[0-9A-Z\\\[\]{}.*+]{2,}|\bgh[pousr]_|\bxox[abpr]-|\bsk-(ant-|proj-|\[|[A-Za-z0-9]{20})",
+    re.I,
+)
+"""Search patterns that look for key material or tokens: searching for them prints secrets."""
+_SEARCHERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "git-grep", "findstr", "select-string"})
 _NOWHERE = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"})
 """Redirect targets that are no file: ``2>/dev/null`` writes nothing."""
 _DEV_NET = re.compile(r"^/dev/(tcp|udp)/([^/]+)/")
@@ -225,6 +231,9 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
             out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
     if program == "git" and fact["subcommand"] == "push":
         out += _git_push(fact, via)
+    searcher = program in _SEARCHERS or (program == "git" and fact["subcommand"] == "grep")
+    if searcher and any(SECRET_CONTENT.search(a) for a in args if not a.startswith("--")):
+        out.append(effect("credential", program, via, path=cwd, certainty="bounded"))
     return out
 
 
@@ -434,6 +443,9 @@ def of_tool(
             kind == "patch" and "*** Delete File:" in str(inp.get("command", inp.get("input", "")))
         )
         out += [effect("delete" if deleting else "write", program, path=p) for p in paths]
+    pattern = inp.get("pattern") or inp.get("query") or inp.get("regex")
+    if kind == "search" and isinstance(pattern, str) and SECRET_CONTENT.search(pattern):
+        out.append(effect("credential", program, path=paths[0] if paths else "", certainty="bounded"))
     if kind == "fetch" or hosts:
         out += [effect("network", program, host=h, direction="fetch") for h in hosts]
     for key in ("url", "uri", "href"):
