@@ -274,9 +274,11 @@ def _is_const(n: Node, value: int) -> bool:
 
 
 def literals(needs: Iterable[Need]) -> frozenset[str]:
-    """The ``text:`` and ``start:`` tokens the needs use: an event gets those its paths contain
-    or start with."""
-    return frozenset(t for need in needs if need is not None for t in need if t.startswith(("text:", "start:")))
+    """The ``text:``, ``start:`` and ``prefix:`` tokens the needs use: an event gets those its
+    paths contain or start with, and the program prefixes its commands have."""
+    return frozenset(
+        t for need in needs if need is not None for t in need if t.startswith(("text:", "start:", "prefix:"))
+    )
 
 
 def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> frozenset[str]:
@@ -285,10 +287,8 @@ def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> fro
     (a literal holds no newline, so the tests can only err towards evaluating a rule)."""
     out = {"tool:" + facts["tool"]["kind"]}
     out.update("effect:" + e["kind"] for e in facts["effects"])
-    for c in facts["commands"]:
-        program = c["program"]
-        out.add("program:" + program)
-        out.update("prefix:" + program[:k] for k in range(1, len(program)))
+    programs = [c["program"] for c in facts["commands"]]
+    out.update("program:" + p for p in programs)
     shell = facts["shell"]
     if shell["present"]:
         out.add("shell:present")
@@ -305,7 +305,11 @@ def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> fro
         joined = "\n" + "\n".join(paths).lower()
         for token in texts:
             kind, _, value = token.partition(":")
-            if (value in joined) if kind == "text" else ("\n" + value in joined):
+            if kind == "prefix":
+                found = any(p.startswith(value) for p in programs)
+            else:
+                found = (value in joined) if kind == "text" else ("\n" + value in joined)
+            if found:
                 out.add(token)
     return frozenset(out)
 
