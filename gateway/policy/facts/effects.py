@@ -32,7 +32,7 @@ from typing import Any
 from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
-from gateway.policy.facts import programs
+from gateway.policy.facts import programs, tools
 from gateway.policy.facts.words import Word
 
 KINDS = (
@@ -409,10 +409,7 @@ def of_tool(
         out += [effect("read", program, path=p, recursive=kind == "search") for p in paths]
         out += [effect("read", program, path=b, recursive=True, certainty="bounded") for b in bounded]
     if kind in ("write", "edit", "patch"):
-        deleting = short in ("delete", "delete_file") or (
-            kind == "patch" and "*** Delete File:" in str(inp.get("command", inp.get("input", "")))
-        )
-        out += [effect("delete" if deleting else "write", program, path=p) for p in paths]
+        out += _write_effects(kind, short, paths, inp)
     if kind == "fetch" or hosts:
         out += [effect("network", program, host=h, direction="fetch") for h in hosts]
     for key in ("url", "uri", "href"):
@@ -424,3 +421,40 @@ def of_tool(
             out.append(effect("read", program, path=p))
             out.append(effect("network", program, host="", direction="send", path=p))
     return with_persist(out)
+
+
+_DELETE_TOOLS = frozenset({"delete", "delete_file", "remove_file", "delete_path"})
+_MOVE_TOOLS = frozenset({"move_file", "rename_file", "move", "rename", "move_path"})
+_MOVE_SOURCES = frozenset({"source", "old_path"})
+
+
+def _write_effects(kind: str, short: str, paths: list[str], inp: dict[str, Any]) -> list[Effect]:
+    """What a write, edit or patch tool does to its paths: a delete tool deletes them; a move tool
+    reads and deletes its ``source`` and writes its ``destination``; a patch deletes, writes or
+    moves each file as its text says (:func:`tools.patch_files`)."""
+    program = short
+    if _named(short, _DELETE_TOOLS):
+        return [effect("delete", program, path=p) for p in paths]
+    if kind == "patch":
+        ops = [op for op, _ in tools.patch_files(tools.patch_text(inp, loose=True) or "")]
+        # the patch's files are the last paths, in patch order (tools.tool_paths)
+        if ops and len(paths) >= len(ops):
+            cut = len(paths) - len(ops)
+            head = [effect("write", program, path=p) for p in paths[:cut]]
+            return head + [effect(op, program, path=p) for op, p in zip(ops, paths[cut:], strict=True)]
+        return [effect("write", program, path=p) for p in paths]
+    if _named(short, _MOVE_TOOLS):  # `paths` begin with the path fields, in tools.PATH_FIELDS order
+        out: list[Effect] = []
+        fields = tools.path_fields(inp)
+        for k, p in enumerate(paths):
+            if k < len(fields) and fields[k] in _MOVE_SOURCES:
+                out += [effect("read", program, path=p), effect("delete", program, path=p)]
+            else:
+                out.append(effect("write", program, path=p))
+        return out
+    return [effect("write", program, path=p) for p in paths]
+
+
+def _named(short: str, names: frozenset[str]) -> bool:
+    """``short`` is one of ``names``, also as Gemini spells an MCP tool (``mcp_<server>_<tool>``)."""
+    return short in names or (short.startswith("mcp_") and any(short.endswith("_" + n) for n in names))
