@@ -170,11 +170,18 @@ def keystrokes(chars: str) -> str:
 _PS_HOME = re.compile(r"\$(\{env:(userprofile|home)\}|env:(userprofile|home)\b)", re.I)
 
 
+_PS_BLOCK = re.compile(r"(?<![$@])[{}]")
+_PS_CALL = re.compile(r"(^|[\n;|(])\s*&\s+")
+
+
 def powershell_text(text: str) -> str:
     """PowerShell source in the spelling the shell parser reads: the backtick escape removed,
-    ``\\`` as ``/``, and the home directory's variables (``$env:USERPROFILE``, ``$env:HOME``,
-    any case) as ``$HOME``, which PowerShell also knows (``~`` is the home for both)."""
-    return _PS_HOME.sub("$HOME", text.replace("`", "").replace("\\", "/"))
+    ``\\`` as ``/``, the home directory's variables (``$env:USERPROFILE``, ``$env:HOME``, any
+    case) as ``$HOME``, which PowerShell also knows (``~`` is the home for both), script-block
+    braces as line breaks (``& { Remove-Item ... }``, ``if (...) { ... }``: the commands inside
+    are commands) and the call operator ``&`` dropped."""
+    text = _PS_HOME.sub("$HOME", text.replace("`", "").replace("\\", "/"))
+    return _PS_CALL.sub(r"\1 ", _PS_BLOCK.sub("\n", text))
 
 
 def patch_text(inp: dict[str, Any], loose: bool = False) -> str | None:
