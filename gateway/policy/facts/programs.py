@@ -44,9 +44,9 @@ class RowSpec(BaseModel):
     sub: list[str] = Field(default_factory=list)
     when: list[str] = Field(default_factory=list)
     unless: list[str] = Field(default_factory=list)
-    read: str | None = None
-    write: str | None = None
-    delete: str | None = None
+    read: str | list[str] | None = None
+    write: str | list[str] | None = None
+    delete: str | list[str] | None = None
     runs: str | None = None
     network: str | None = None
     direction: Literal["fetch", "send", "listen", "tunnel"] = "fetch"
@@ -55,12 +55,30 @@ class RowSpec(BaseModel):
     persist: bool = False
     valued: list[str] = Field(default_factory=list)
     script_options: list[str] = Field(default_factory=list, alias="script-options")
+    case_insensitive: bool = Field(default=False, alias="case-insensitive")
+    """PowerShell parameters: named in any case, abbreviated to any unambiguous prefix of the row's
+    parameters (``valued``, ``flags``, ``positional``, ``rest``, ``when``, ``unless``,
+    ``recursive``, ``option:`` selectors), ``-Name:value`` as ``-Name value``."""
+    flags: list[str] = Field(default_factory=list)
+    """Case-insensitive rows: parameters without a value (switches), so abbreviations resolve."""
+    positional: list[str] = Field(default_factory=list)
+    """Case-insensitive rows: the parameters operands bind to, in order, when not given by name."""
+    aliases: dict[str, str] = Field(default_factory=dict)
+    """Case-insensitive rows: parameter aliases (``lp: literalpath``, ``c: command``)."""
+    rest: list[str] = Field(default_factory=list)
+    """Case-insensitive rows: parameters whose value is every word after them (``-Command``)."""
+    command: list[str] = Field(default_factory=list)
+    """Case-insensitive rows: selectors whose words, joined, are a PowerShell command line the
+    program runs (``-Command``; Start-Process ``-FilePath`` and ``-ArgumentList``)."""
+    encoded: list[str] = Field(default_factory=list)
+    """Case-insensitive rows: parameters whose value is base64 of UTF-16LE text (``-EncodedCommand``)."""
 
-    @field_validator("read", "write", "delete", "runs", "network")
+    @field_validator("read", "write", "delete", "runs", "network", "command")
     @classmethod
-    def _selector(cls, value: str | None) -> str | None:
-        if value is not None and value not in SELECTORS and not value.startswith("option:"):
-            raise ValueError(f"unknown selector {value!r}; one of {', '.join(sorted(SELECTORS))} or option:<name>")
+    def _selector(cls, value: str | list[str] | None) -> str | list[str] | None:
+        for one in [value] if isinstance(value, str) else value or []:
+            if one not in SELECTORS and not one.startswith("option:"):
+                raise ValueError(f"unknown selector {one!r}; one of {', '.join(sorted(SELECTORS))} or option:<name>")
         return value
 
     @field_validator("recursive")
@@ -89,7 +107,26 @@ class TableError(ValueError):
     pass
 
 
+def _ps_name(option: str) -> str:
+    return option.lower().lstrip("-")
+
+
+def _case_insensitive_spec(row: RowSpec) -> opts.Spec:
+    """Parameter names (lower case, no dash) of a case-insensitive row: ``valued`` take a value,
+    every other one the row names is a switch; prefixes are accepted."""
+    valued = {_ps_name(v) for v in [*row.valued, *row.positional, *row.rest, *row.encoded]}
+    named = [*row.flags, *row.when, *row.unless, *(row.recursive if isinstance(row.recursive, list) else [])]
+    for role in (row.read, row.write, row.delete, row.runs, row.network, row.command):
+        for one in [role] if isinstance(role, str) else role or []:
+            if one.startswith("option:-"):
+                valued.add(_ps_name(one[7:]))
+    flags = {_ps_name(f) for f in named if f.startswith("-")} - valued
+    return opts.Spec(flags=frozenset(flags), valued=frozenset(valued), prefixes=True)
+
+
 def _spec(row: RowSpec, program: str) -> opts.Spec:
+    if row.case_insensitive:
+        return _case_insensitive_spec(row)
     key = program + (" " + row.sub[0] if program == "git" and row.sub else "")
     known = opts.spec_for(program, row.sub[0]) if program == "git" and row.sub else opts.spec_for(program)
     if known is not None and key in opts.SPECS:
