@@ -112,7 +112,7 @@ def _dump(dump_dir: Path, pid: int) -> Path:
     return sorted(dump_dir.glob(f"cg.{pid}*"), key=lambda p: p.stat().st_mtime)[-1]
 
 
-def measure(key: str, n: int, workdir: Path, mix: realmix.Mix | None = None) -> tuple[float, Path]:
+def measure(key: str, n: int, workdir: Path, mix: realmix.Mix | None = None, warm_up: int = WARM) -> tuple[float, Path]:
     """Instructions per request of ``key``, and the callgrind dump they were read from. S8 (the
     default gateway, no upstream) sends the calls of ``mix``: a warm-up from the end of one pass,
     then ``n`` calls of the next, so no counted call was seen before."""
@@ -165,9 +165,9 @@ def measure(key: str, n: int, workdir: Path, mix: realmix.Mix | None = None) -> 
         warm = counted = None
         if scenario.default_config and mix is not None:
             size = len(mix.cases)
-            warm = list(mix.bodies(1, min(WARM, size), start=max(0, size - WARM)))
+            warm = list(mix.bodies(1, min(warm_up, size), start=max(0, size - warm_up)))
             counted = list(mix.bodies(2, n))
-        asyncio.run(_load(port, WARM, warm))
+        asyncio.run(_load(port, warm_up, warm))
         subprocess.run(["callgrind_control", "-z", str(gateway.pid)], check=True, capture_output=True)
         asyncio.run(_load(port, n, counted))
         subprocess.run(["callgrind_control", "-d", str(gateway.pid)], check=True, capture_output=True)
@@ -184,6 +184,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000, help="requests counted per scenario")
     parser.add_argument("--by-object", action="store_true", help="the share of each shared object, per scenario")
     parser.add_argument("--seed", type=int, help="S8: the seed of the path renaming (default: random, printed)")
+    parser.add_argument("--warm", type=int, default=WARM, help=f"warm-up requests before counting (default {WARM})")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (with callgrind_control) is needed")
@@ -197,7 +198,7 @@ def main() -> None:
         mix = realmix.Mix(cases, args.seed if args.seed is not None else realmix.new_seed())
         print(f"S8: {len(cases):,} real tool calls, the first {args.n:,} of the replay order counted, seed {mix.seed}")
     with tempfile.TemporaryDirectory() as tmp:
-        measured = {key: measure(key, args.n, Path(tmp), mix) for key in keys}
+        measured = {key: measure(key, args.n, Path(tmp), mix, max(args.warm, CONNECTIONS)) for key in keys}
         shares = {key: by_object(dump) for key, (_, dump) in measured.items()} if args.by_object else {}
     base = measured[keys[0]][0]
     print("| Scenario | Instructions per request | × " + keys[0] + " |\n|---|---:|---:|")

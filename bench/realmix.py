@@ -145,8 +145,8 @@ def _windows_parts(root: str) -> tuple[str | None, str]:
 class Renaming:
     """The names of one pass: :meth:`apply` renames a string, :meth:`case` a whole call."""
 
-    def __init__(self, rng: random.Random, user: str, project: str) -> None:
-        self.rng = rng
+    def __init__(self, key: str, user: str, project: str) -> None:
+        self.key = key
         self.user = user
         self.project = project
         self.windows: dict[str, str] = {}
@@ -154,6 +154,8 @@ class Renaming:
         self.projects: set[str] = {POSIX_ROOT}
         """The tokens after which a project-absolute path goes on (and gets the segment)."""
         self._tokens: re.Pattern[str] | None = None
+        self.last_segment = ""
+        """The directory :meth:`case` inserted last."""
 
     def tokens(self) -> re.Pattern[str]:
         if self._tokens is None:
@@ -194,8 +196,10 @@ class Renaming:
 
         return _MASKED.sub(unmask, masked)
 
-    def case(self, case: Case) -> Case:
-        segment = _name(self.rng)
+    def case(self, case: Case, index: int = 0) -> Case:
+        """``case`` (number ``index`` of the corpus, whose directory the renaming draws from the
+        pass's key and the index, so a call is renamed alike whatever was renamed before)."""
+        segment = self.last_segment = _name(random.Random(f"{self.key}:{index}"))
         new_input: dict[str, Any] = {}
         for key, value in case.input.items():
             if not isinstance(value, str):
@@ -230,7 +234,7 @@ def renaming(seed: int, pass_no: int, cases: Sequence[Case] = ()) -> Renaming:
     """The names of pass ``pass_no`` of the run with ``seed``: a user, a project, and for every
     Windows workspace root in ``cases`` its user and project directory."""
     rng = random.Random(f"{seed}:{pass_no}")
-    out = Renaming(rng, _name(rng, 6), _name(rng, 8))
+    out = Renaming(f"{seed}:{pass_no}", _name(rng, 6), _name(rng, 8))
     for root in sorted({r for c in cases for r in c.roots if r != POSIX_ROOT}):
         user, project = _windows_parts(root)
         if user and user not in out.windows:
@@ -268,8 +272,8 @@ def request(case: Case, event_id: str, session_id: str, caps: dict[str, Any] | N
     }
 
 
-Randomize = Callable[[int, Case], Case]
-"""(pass, case) → the case as sent in that pass."""
+Randomize = Callable[[int, int, Case], Case]
+"""(pass, index, case) → the case as sent in that pass."""
 
 
 class Mix:
@@ -282,18 +286,18 @@ class Mix:
         self.caps = claude_code_caps()
         self._renamings: dict[int, Renaming] = {}
 
-    def randomize(self, pass_no: int, case: Case) -> Case:
+    def randomize(self, pass_no: int, index: int, case: Case) -> Case:
         found = self._renamings.get(pass_no)
         if found is None:
             found = self._renamings[pass_no] = renaming(self.seed, pass_no, self.cases)
-        return found.case(case)
+        return found.case(case, index)
 
     def event_id(self, pass_no: int, index: int) -> str:
         return f"{self.tag}-{self.seed:x}-{pass_no}-{index}"
 
     def body(self, pass_no: int, index: int, randomize: Randomize | None = None) -> bytes:
         case = self.cases[index]
-        sent = (randomize or self.randomize)(pass_no, case)
+        sent = (randomize or self.randomize)(pass_no, index, case)
         session = f"sess-{self.seed:x}-{pass_no}-{'w' if case.roots[0] != POSIX_ROOT else 'p'}"
         return encode(request(sent, self.event_id(pass_no, index), session, self.caps))
 
@@ -383,7 +387,7 @@ def check_sample(
     decide = decide or in_process()
     recorded = Mix(mix.cases, mix.seed, mix.tag + "r")
 
-    def unchanged(_pass: int, case: Case) -> Case:
+    def unchanged(_pass: int, _index: int, case: Case) -> Case:
         return case
 
     bad: list[str] = []
@@ -395,7 +399,7 @@ def check_sample(
         got = effect_types(decide(body), mix.event_id(pass_no, i))
         want = effect_types(decide(plain), recorded.event_id(pass_no, i))
         effects.update(got or ("none",))
-        sent = (randomize or mix.randomize)(pass_no, mix.cases[i])
+        sent = (randomize or mix.randomize)(pass_no, i, mix.cases[i])
         changed += sent.input != mix.cases[i].input
         if got != want:
             case = mix.cases[i]

@@ -66,6 +66,14 @@ def aggregate(instances: Sequence[dict[str, Any]], rates: Sequence[int]) -> dict
         agg["rss_peak_mb"] = max((r["memory"]["hwm_mb"] for r in runs), default=None)
         agg["rss_end_mb"] = median(r["memory"]["rss_mb"] for r in runs)
         agg["other_cpu_share"] = median(r.get("other_cpu_share") for r in runs)
+        tallies = [r["decisions"] for r in runs if r.get("decisions")]
+        if tallies:
+            merged: dict[str, dict[str, int]] = {"outcomes": {}, "failures": {}}
+            for tally in tallies:
+                for part in ("outcomes", "failures"):
+                    for k, v in (tally.get(part) or {}).items():
+                        merged[part][k] = merged[part].get(k, 0) + v
+            agg["decisions"] = merged
         mixes = [m for r in runs for m in r.get("mix") or ()]
         if mixes:
             answered = sum(m.get("ok") or 0 for m in mixes)
@@ -444,6 +452,17 @@ def mix_lines(result: dict[str, Any]) -> list[str]:
         text += (
             f" Answers with an effect: {mix['effectful']:,} of {mix['requests']:,} "
             f"({mix['effectful'] / mix['requests'] * 100:.2f} %)."
+        )
+    decisions = a.get("decisions") or {}
+    if decisions.get("outcomes"):
+        text += " Decision log (every request, warm-up included): " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(decisions["outcomes"].items())
+        )
+        failed = decisions.get("failures") or {}
+        text += (
+            "; backend failures: " + ", ".join(f"{k} {v:,}" for k, v in sorted(failed.items())) + "."
+            if failed
+            else "; no backend call failed."
         )
     if mix.get("wraps"):
         text += f" **A load ran out of fresh bodies and started its file again {mix['wraps']} time(s).**"

@@ -590,6 +590,8 @@ def measure(ctx: Context, inst: Instance) -> dict[str, Any]:
     out["other_cpu_share"] = max(shares) if shares else None
     if inst.mix_runs:
         out["mix"] = inst.mix_runs
+    if sc.default_config:
+        out["decisions"] = decision_tally(inst.under_test.log_path)
     ratios = [
         m["delivery_ratio"] for m in [*out["rates"].values(), out.get("saturation")] if m and "delivery_ratio" in m
     ]
@@ -599,6 +601,30 @@ def measure(ctx: Context, inst: Instance) -> dict[str, Any]:
         if out.get("saturation"):
             out["delivery"]["saturation"] = out["saturation"].get("delivery_ratio")
     return out
+
+
+def decision_tally(log_path: Path) -> dict[str, Any]:
+    """Outcomes in a gateway's decision log (its stdout), and how many decisions had a failed
+    backend call (a timeout under load, say): every request of the run, warm-up included."""
+    outcomes: dict[str, int] = {}
+    failures: dict[str, int] = {}
+    try:
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    for line in text.splitlines():
+        if not line.startswith("{") or '"outcome"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        outcome = str(entry.get("outcome"))
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        for call in entry.get("upstreams") or ():
+            if isinstance(call, dict) and call.get("failure"):
+                failures[str(call["failure"])] = failures.get(str(call["failure"]), 0) + 1
+    return {"outcomes": outcomes, "failures": failures}
 
 
 # ------------------------------------------------------------------------------------------ runs
