@@ -43,6 +43,7 @@ class Summary:
         self.sent = 0
         self.first_sched: float | None = None
         self.last_done = 0.0
+        self.effectful = 0  # answers whose effects are not empty (--count-effects)
 
 
 class Connection(asyncio.Protocol):
@@ -99,6 +100,7 @@ class Client:
         expect_status: int,
         max_connections: int,
         progress_every: int = 0,
+        expect_body: bytes | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -106,6 +108,7 @@ class Client:
         self.expect_status = expect_status
         self.max_connections = max_connections
         self.progress_every = progress_every
+        self.expect_body = expect_body
         self.idle: deque[Connection] = deque()
         self.backlog: deque[float] = deque()
         self.connections: set[Connection] = set()
@@ -162,7 +165,11 @@ class Client:
             s.errors[f"status-{status}"] += 1
         elif status == 200 and b'"error"' in body:
             s.errors["jsonrpc-error"] += 1
+        elif self.expect_body is not None and self.expect_body not in body:
+            s.errors["unexpected-body"] += 1
         else:
+            if self.expect_body is not None and b'"effects":[]' not in body:
+                s.effectful += 1
             s.latency.append(now - (conn.sched if conn.sched > conn.sent else conn.sent))
             s.service.append(now - conn.sent)
             s.lag.append(conn.sent - conn.sched)
@@ -238,6 +245,30 @@ def request_factory(args: argparse.Namespace) -> Callable[[], bytes]:
             return head + observe_id(tag, next(counter)).encode() + suffix
 
         return observe
+    if args.bodies_file:
+        with open(args.bodies_file, "rb") as handle:
+            payloads = [
+                (
+                    f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(line)}\r\n\r\n"
+                ).encode()
+                + line
+                for line in handle.read().split(b"\n")
+                if line
+            ]
+        if not payloads:
+            raise SystemExit(f"{args.bodies_file} holds no body")
+        state = {"next": 0, "wraps": 0}
+
+        def cycle() -> bytes:
+            at = state["next"]
+            if at == len(payloads):
+                at, state["wraps"] = 0, state["wraps"] + 1
+            state["next"] = at + 1
+            return payloads[at]
+
+        args.wraps = state
+        return cycle
     with open(args.body_file, "rb") as handle:
         body = handle.read()
     payload = (
@@ -247,8 +278,21 @@ def request_factory(args: argparse.Namespace) -> Callable[[], bytes]:
     return lambda: payload
 
 
+def _expect(args: argparse.Namespace) -> bytes | None:
+    return args.expect_body.encode() if args.expect_body else None
+
+
+def _mix_counts(args: argparse.Namespace, s: Summary) -> dict[str, int]:
+    """With --bodies-file: answers with effects, and how often the file was started again."""
+    if not args.bodies_file:
+        return {}
+    return {"effectful": s.effectful, "wraps": args.wraps["wraps"]}
+
+
 async def run_open(args: argparse.Namespace) -> dict[str, Any]:
-    client = Client(args.host, args.port, request_factory(args), args.expect_status, args.max_connections)
+    client = Client(
+        args.host, args.port, request_factory(args), args.expect_status, args.max_connections, 0, _expect(args)
+    )
     await client.open(args.connections)
     if not client.connections:
         raise SystemExit(f"cannot connect to {args.host}:{args.port}")
@@ -292,12 +336,19 @@ async def run_open(args: argparse.Namespace) -> dict[str, Any]:
         "latency_ms": percentiles(s.latency),
         "service_ms": percentiles(s.service),
         "lag_ms": percentiles(s.lag),
+        **_mix_counts(args, s),
     }
 
 
 async def run_closed(args: argparse.Namespace) -> dict[str, Any]:
     client = Client(
-        args.host, args.port, request_factory(args), args.expect_status, args.concurrency, args.progress_every
+        args.host,
+        args.port,
+        request_factory(args),
+        args.expect_status,
+        args.concurrency,
+        args.progress_every,
+        _expect(args),
     )
     client._expected = args.requests
     client.remaining_closed = args.requests
@@ -319,6 +370,7 @@ async def run_closed(args: argparse.Namespace) -> dict[str, Any]:
         "errors": dict(s.errors),
         "achieved_rps": round(len(s.latency) / elapsed, 1) if elapsed > 0 else None,
         "latency_ms": percentiles(s.service),
+        **_mix_counts(args, s),
     }
 
 
@@ -330,10 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     body = parser.add_mutually_exclusive_group(required=True)
     body.add_argument("--body-file", help="the request body (sent unchanged every time)")
     body.add_argument("--observe-tag", help="send hooks/observe notifications with unique ids tag000..N")
+    body.add_argument("--bodies-file", help="one body per line, sent in order (from the start again after the last)")
     parser.add_argument(
         "--template", default="observe", choices=("observe", "distinct"), help="the body around --observe-tag's ids"
     )
     parser.add_argument("--expect-status", type=int, default=200)
+    parser.add_argument("--expect-body", help="an answer with status 200 must contain this text (else an error)")
     parser.add_argument("--rate", type=float, help="open loop: requests per second")
     parser.add_argument("--duration", type=float, default=10.0, help="open loop: seconds of schedule")
     parser.add_argument("--connections", type=int, default=64, help="open loop: connections opened up front")

@@ -32,12 +32,15 @@ def aggregate(instances: Sequence[dict[str, Any]], rates: Sequence[int]) -> dict
     """Per scenario: medians across repetitions (peak RSS: the maximum)."""
     out: dict[str, dict[str, Any]] = {}
     for scenario in ALL:
-        runs = [i for i in instances if i["scenario"] == scenario.key and not i.get("error")]
+        runs = [i for i in instances if i["scenario"] == scenario.key and not i.get("error") and not i.get("skipped")]
         if not runs:
-            if any(i["scenario"] == scenario.key for i in instances):
+            why = [i["skipped"] for i in instances if i["scenario"] == scenario.key and i.get("skipped")]
+            if why and not any(i["scenario"] == scenario.key and i.get("error") for i in instances):
+                out[scenario.key] = {"repetitions": 0, "skipped": why[0]}
+            elif any(i["scenario"] == scenario.key for i in instances):
                 out[scenario.key] = {
                     "repetitions": 0,
-                    "error": next(i["error"] for i in instances if i["scenario"] == scenario.key),
+                    "error": next(i["error"] for i in instances if i["scenario"] == scenario.key and i.get("error")),
                 }
             continue
         agg: dict[str, Any] = {"repetitions": len(runs)}
@@ -63,6 +66,23 @@ def aggregate(instances: Sequence[dict[str, Any]], rates: Sequence[int]) -> dict
         agg["rss_peak_mb"] = max((r["memory"]["hwm_mb"] for r in runs), default=None)
         agg["rss_end_mb"] = median(r["memory"]["rss_mb"] for r in runs)
         agg["other_cpu_share"] = median(r.get("other_cpu_share") for r in runs)
+        tallies = [r["decisions"] for r in runs if r.get("decisions")]
+        if tallies:
+            merged: dict[str, dict[str, int]] = {"outcomes": {}, "failures": {}}
+            for tally in tallies:
+                for part in ("outcomes", "failures"):
+                    for k, v in (tally.get(part) or {}).items():
+                        merged[part][k] = merged[part].get(k, 0) + v
+            agg["decisions"] = merged
+        mixes = [m for r in runs for m in r.get("mix") or ()]
+        if mixes:
+            answered = sum(m.get("ok") or 0 for m in mixes)
+            agg["mix"] = {
+                "requests": answered,
+                "effectful": sum(m.get("effectful") or 0 for m in mixes),
+                "wraps": sum(m.get("wraps") or 0 for m in mixes),
+                "passes": sum(m["passes"] for m in mixes),
+            }
         skipped: dict[str, str] = {}
         for rate in sorted({k for r in runs for k in (r.get("skipped_rates") or {})}, key=int):
             count = sum(rate in (r.get("skipped_rates") or {}) for r in runs)
@@ -200,6 +220,18 @@ def targets(agg: dict[str, dict[str, Any]], instances: Sequence[dict[str, Any]] 
 
     ratio_target("S7 (production profile) throughput ≥ 90 % of S2", "S7", "S2", 0.9)
 
+    # S8, real tool calls: the target, and the first milestone on the way to it
+    for share in (0.25, 0.1):
+        ratio_target(
+            f"S8 (real tool calls) throughput ≥ {share:g} × S0n" + (" (first milestone)" if share < 0.25 else ""),
+            "S8",
+            "S0n",
+            share,
+        )
+        cpu8, cpu0 = _get(agg, "S8", "cpu_s_per_1k_sat"), _get(agg, "S0n", "cpu_s_per_1k_sat")
+        if cpu8 and cpu0:
+            rows[-1]["rule"] += f"; by CPU per request {cpu0 / cpu8:.2f}"
+
     gateways = [(k, _get(agg, k, "rss_peak_mb")) for k in BY_KEY if BY_KEY[k].under_test == "gateway"]
     peaks = [(k, v) for k, v in gateways if v is not None]
     if peaks:
@@ -275,6 +307,9 @@ def markdown(result: dict[str, Any]) -> str:
         if a.get("error"):
             lines.append(f"| {scenario.key} {scenario.title} | failed: {a['error'][:80]} |" + " |" * (len(head) - 2))
             continue
+        if a.get("skipped"):
+            lines.append(f"| {scenario.key} {scenario.title} | skipped: {a['skipped']} |" + " |" * (len(head) - 2))
+            continue
         row = [f"{scenario.key} {scenario.title}", fmt(a.get("throughput_rps"), 0)]
         for rate in rates:
             r = a["rates"].get(str(rate), {})
@@ -319,6 +354,7 @@ def markdown(result: dict[str, Any]) -> str:
             + ".",
         ]
 
+    lines += mix_lines(result)
     lines += [
         "",
         f"### Upstream latency ({DELAY_MS:.0f} ms per upstream stub, {DELAY_RATE} req/s)",
@@ -390,6 +426,49 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mix_lines(result: dict[str, Any]) -> list[str]:
+    """S8: the corpus, the seed, the sample check, and how the answers came out."""
+    info = result.get("realmix")
+    if not info:
+        return []
+    if info.get("skipped"):
+        return ["", f"S8 skipped: {info['skipped']}."]
+    if info.get("error"):
+        return ["", f"S8 **failed its sample check**: {info['error'].splitlines()[0]}"]
+    a = result["scenarios"].get("S8") or {}
+    mix = a.get("mix") or {}
+    text = (
+        f"S8: {info['cases']:,} real tool calls ({'/'.join(info['corpus'].split('/')[-2:])}), "
+        f"paths renamed with seed {info['seed']} (a new name set for each of {mix.get('passes', 0)} passes); sample check: "
+        f"{info['sample']} calls with the same effect types renamed and as recorded "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(info['sample_effects'].items()))})."
+    )
+    cpu, s0n = _get(result["scenarios"], "S8", "cpu_s_per_1k_sat"), _get(result["scenarios"], "S0n", "cpu_s_per_1k_sat")
+    if cpu:
+        text += f" CPU per decision at saturation: {cpu * 1000:.0f} µs" + (
+            f" ({cpu / s0n:.1f} × S0n's {s0n * 1000:.0f} µs per answer)." if s0n else "."
+        )
+    if mix.get("requests"):
+        text += (
+            f" Answers with an effect: {mix['effectful']:,} of {mix['requests']:,} "
+            f"({mix['effectful'] / mix['requests'] * 100:.2f} %)."
+        )
+    decisions = a.get("decisions") or {}
+    if decisions.get("outcomes"):
+        text += " Decision log (every request, warm-up included): " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(decisions["outcomes"].items())
+        )
+        failed = decisions.get("failures") or {}
+        text += (
+            "; backend failures: " + ", ".join(f"{k} {v:,}" for k, v in sorted(failed.items())) + "."
+            if failed
+            else "; no backend call failed."
+        )
+    if mix.get("wraps"):
+        text += f" **A load ran out of fresh bodies and started its file again {mix['wraps']} time(s).**"
+    return ["", text]
+
+
 def verdict(row: dict[str, Any]) -> str:
     """met | met on the median, not in every repetition | **not met** | – (not measured)."""
     if row["met"] is None:
@@ -399,7 +478,7 @@ def verdict(row: dict[str, Any]) -> str:
     return "met on the median, not in every repetition" if row.get("robust") is False else "met"
 
 
-AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "S2", "S2a", "S2g", "S0", "S0n", "S5n", "S5")
+AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "S2", "S2a", "S2g", "S0", "S0n", "S5n", "S5", "S8")
 
 
 def ab_lines(agg: dict[str, dict[str, Any]]) -> list[str]:

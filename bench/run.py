@@ -30,7 +30,7 @@ from typing import Any
 if __package__ in (None, ""):  # started as ``python bench/run.py``
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import payloads, report  # noqa: E402
+from bench import payloads, realmix, report  # noqa: E402
 from bench.procs import (  # noqa: E402
     BenchError,
     Proc,
@@ -73,6 +73,9 @@ class Settings:
     soak_concurrency: int = 32
     placement: str = ""
     out: str = ""
+    seed: int | None = None
+    """S8: the seed of the path renaming (None: a random one, printed and kept in the results)."""
+    mix_sample: int = realmix.SAMPLE
 
 
 @dataclass
@@ -87,6 +90,21 @@ class Context:
     ports: set[int] = field(default_factory=set)
     tags: int = 0
     cores: int = 1
+    mix: realmix.Mix | None = None
+    mix_skip: str | None = None
+    """Why S8 cannot run (no corpus), or None."""
+    mix_error: str | None = None
+    """The sample check's failure: S8 fails with it."""
+    mix_decide: Any = None
+    """The default gateway in process (the sample check's; the probe compares with it)."""
+    mix_passes: int = 0
+    mix_info: dict[str, Any] = field(default_factory=dict)
+
+    def next_passes(self, count: int) -> int:
+        """The first of ``count`` passes over the corpus no other load of this run has used."""
+        first = self.mix_passes
+        self.mix_passes += count
+        return first
 
     def port(self) -> int:
         for _ in range(100):
@@ -115,6 +133,10 @@ class Instance:
     port: int
     body_file: Path | None
     lua: Path | None
+    extra_pass: int | None = None
+    rps_hint: float = 0.0
+    """S8: the throughput the warm-up reached (how many passes a run needs)."""
+    mix_runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def all(self) -> list[Proc]:
@@ -230,6 +252,15 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
         upstream = f"http://127.0.0.1:{stubs[0].port}/"
         argv = [py, "-m", "bench.forwarder", "--port", str(port), "--upstream", upstream]
         ut = ctx.procs.start(name, [*argv, "--server", sc.server, "--client", sc.client], cpus=ctx.test_cpus)
+    elif sc.default_config:
+        if ctx.mix is None:
+            raise Skipped(ctx.mix_skip or "no mix")
+        if ctx.mix_error:
+            raise BenchError(ctx.mix_error)
+        admin = ctx.port()
+        argv = [py, "-m", "gateway", "--log-level", "WARNING", "serve", "--port", str(port)]
+        ut = ctx.procs.start(name, [*argv, "--admin-port", str(admin)], cpus=ctx.test_cpus, cwd=ctx.workdir)
+        ut.extra["admin_port"] = admin
     else:
         admin = ctx.port()
         config = gateway_config(sc, port, admin, [f"http://127.0.0.1:{s.port}/" for s in stubs], ctx.workdir)
@@ -242,7 +273,7 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
     ut.port = port
     body_file = None
     lua = None
-    if not sc.unique:
+    if not sc.unique and sc.body != "realmix":
         body_file = ctx.workdir / f"body-{sc.body}.json"
         if not body_file.exists():
             body_file.write_bytes(payloads.intercept_body(parallel=sc.body == "parallel"))
@@ -254,8 +285,39 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
     return Instance(sc, rep, ut, stubs, port, body_file, lua)
 
 
-def _probe_ok(inst: Instance) -> bool:
+class Skipped(BenchError):
+    """The scenario cannot run here (S8 without its corpus): reported, not a failure."""
+
+
+PROBE_CALLS = 20
+
+
+def _probe_mix(inst: Instance, ctx: Context) -> bool:
+    """S8: the first sampled calls (a pass of their own) must get valid answers with the effect
+    types the default gateway gives them in process."""
+    mix = ctx.mix
+    assert mix is not None
+    pass_no = inst.extra_pass if inst.extra_pass is not None else ctx.next_passes(1)
+    inst.extra_pass = pass_no
+    for i in realmix.sample_indices(mix.cases, mix.seed, ctx.settings.mix_sample)[:PROBE_CALLS]:
+        body = mix.body(pass_no, i)
+        status, answer = http_request(inst.port, "POST", "/", body)
+        if status != 200:
+            raise BenchError(f"S8: probe answered HTTP {status}: {answer[:300]!r}")
+        try:
+            got = realmix.effect_types(answer, mix.event_id(pass_no, i))
+        except ValueError as exc:
+            raise BenchError(f"S8: probe got an invalid answer: {exc}") from None
+        want = realmix.effect_types(ctx.mix_decide(body), mix.event_id(pass_no, i))
+        if got != want:
+            raise BenchError(f"S8: case {i} got {list(got)} from the gateway, {list(want)} in process")
+    return True
+
+
+def _probe_ok(inst: Instance, ctx: Context) -> bool:
     sc = inst.scenario
+    if sc.body == "realmix":
+        return _probe_mix(inst, ctx)
     if sc.unique:
         prefix, suffix = payloads.templates(sc.body)
         status, _ = http_request(inst.port, "POST", "/", prefix + payloads.observe_id("probe", 1).encode() + suffix)
@@ -299,7 +361,7 @@ def ready(inst: Instance, ctx: Context) -> None:
 
     def probe() -> bool:
         try:
-            return _probe_ok(inst)
+            return _probe_ok(inst, ctx)
         except ConnectionError:
             return False
 
@@ -317,7 +379,34 @@ def teardown(inst: Instance, ctx: Context, keep_logs: bool) -> None:
 
 
 # --------------------------------------------------------------------------------- measurements
-def _loadgen(ctx: Context, inst: Instance, extra: list[str]) -> dict[str, Any]:
+EXPECT_MIX = '"effects":'
+"""S8: an answer is a result (``effects`` may hold a deny or an ask: real calls get them)."""
+
+
+def _mix_file(ctx: Context, inst: Instance, requests: float) -> Path:
+    """Bodies for about ``requests`` requests of S8 in passes no other load of the run has sent."""
+    mix = ctx.mix
+    assert mix is not None
+    passes = mix.passes(requests)
+    first = ctx.next_passes(passes)
+    path = ctx.workdir / f"mix-{inst.scenario.key}-r{inst.repetition}-p{first}.jsonl"
+    count = mix.write(path, first, passes)
+    inst.mix_runs.append({"first_pass": first, "passes": passes, "bodies": count})
+    return path
+
+
+def _mix_done(inst: Instance, path: Path | None, result: dict[str, Any]) -> None:
+    if path is None:
+        return
+    inst.mix_runs[-1].update({k: result.get(k) for k in ("effectful", "wraps", "ok")})
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _loadgen(ctx: Context, inst: Instance, extra: list[str], requests: float = 0.0) -> dict[str, Any]:
+    """``requests``: about how many requests the run sends (S8 writes that many bodies)."""
     argv = [
         ctx.python,
         "-m",
@@ -327,7 +416,11 @@ def _loadgen(ctx: Context, inst: Instance, extra: list[str]) -> dict[str, Any]:
         "--expect-status",
         str(inst.scenario.expect_status),
     ]
-    if inst.body_file is not None:
+    mixed = None
+    if inst.scenario.body == "realmix":
+        mixed = _mix_file(ctx, inst, requests)
+        argv += ["--bodies-file", str(mixed), "--expect-body", EXPECT_MIX]
+    elif inst.body_file is not None:
         argv += ["--body-file", str(inst.body_file)]
     else:
         argv += ["--observe-tag", ctx.tag("lg"), "--template", inst.scenario.body]
@@ -344,11 +437,30 @@ def _loadgen(ctx: Context, inst: Instance, extra: list[str]) -> dict[str, Any]:
             f"load generator failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         )
     summary: dict[str, Any] = json.loads(lines[-1])
+    _mix_done(inst, mixed, summary)
     return summary
 
 
 def _wrk(ctx: Context, inst: Instance, seconds: int) -> dict[str, Any]:
     script = inst.lua
+    if inst.scenario.body == "realmix":
+        # every answer a result; enough passes for the run at 1.5 × the warm-up's pace
+        mixed = _mix_file(ctx, inst, seconds * max(2000.0, 1.5 * inst.rps_hint))
+        script = mixed.with_suffix(".lua")
+        script.write_text(
+            lua_script(None, expect_status=200, expect_body=EXPECT_MIX, observe_tag=None, bodies_file=mixed)
+        )
+        result = run_wrk(
+            ctx.wrk,
+            inst.port,
+            script,
+            duration_s=seconds,
+            connections=ctx.settings.wrk_connections,
+            threads=ctx.settings.wrk_threads,
+            cpus=ctx.aux_cpus,
+        )
+        _mix_done(inst, mixed, result)
+        return result
     if script is None:  # unique bodies: a fresh id prefix per wrk invocation
         sc = inst.scenario
         tag = ctx.tag("w")
@@ -429,9 +541,9 @@ def measured(ctx: Context, inst: Instance, action: Any, ok_key: str = "ok") -> d
 def warm_up(ctx: Context, inst: Instance) -> None:
     s = ctx.settings
     if s.quick:
-        _loadgen(ctx, inst, ["--requests", "200", "--concurrency", "8"])
+        _loadgen(ctx, inst, ["--requests", "200", "--concurrency", "8"], 200)
     else:
-        _wrk(ctx, inst, max(1, round(s.warmup_s)))
+        inst.rps_hint = _wrk(ctx, inst, max(1, round(s.warmup_s)))["rps"]
         wait_idle(inst.all)
 
 
@@ -461,7 +573,7 @@ def measure(ctx: Context, inst: Instance) -> dict[str, Any]:
             "--drain-timeout",
             str(s.drain_timeout_s),
         ]
-        m = measured(ctx, inst, lambda a=args: _loadgen(ctx, inst, a))
+        m = measured(ctx, inst, lambda a=args, n=rate * s.rate_duration_s: _loadgen(ctx, inst, a, n))
         m["achieved_rps"] = m["result"]["achieved_rps"]
         m["lag_p50_ms"] = m["result"]["lag_ms"]["p50"]
         out["rates"][str(rate)] = m
@@ -476,6 +588,10 @@ def measure(ctx: Context, inst: Instance) -> dict[str, Any]:
         if m and m.get("other_cpu_share") is not None
     ]
     out["other_cpu_share"] = max(shares) if shares else None
+    if inst.mix_runs:
+        out["mix"] = inst.mix_runs
+    if sc.default_config:
+        out["decisions"] = decision_tally(inst.under_test.log_path)
     ratios = [
         m["delivery_ratio"] for m in [*out["rates"].values(), out.get("saturation")] if m and "delivery_ratio" in m
     ]
@@ -485,6 +601,30 @@ def measure(ctx: Context, inst: Instance) -> dict[str, Any]:
         if out.get("saturation"):
             out["delivery"]["saturation"] = out["saturation"].get("delivery_ratio")
     return out
+
+
+def decision_tally(log_path: Path) -> dict[str, Any]:
+    """Outcomes in a gateway's decision log (its stdout), and how many decisions had a failed
+    backend call (a timeout under load, say): every request of the run, warm-up included."""
+    outcomes: dict[str, int] = {}
+    failures: dict[str, int] = {}
+    try:
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    for line in text.splitlines():
+        if not line.startswith("{") or '"outcome"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        outcome = str(entry.get("outcome"))
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        for call in entry.get("upstreams") or ():
+            if isinstance(call, dict) and call.get("failure"):
+                failures[str(call["failure"])] = failures.get(str(call["failure"]), 0) + 1
+    return {"outcomes": outcomes, "failures": failures}
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -499,6 +639,45 @@ def selected(settings: Settings) -> list[Scenario]:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def prepare_mix(ctx: Context) -> None:
+    """S8: load the corpus, pick the run's seed, and check on a sample, in process, that the
+    renaming keeps every effect type (a failed check fails S8, loudly)."""
+    s = ctx.settings
+    if "S8" not in {sc.key for sc in selected(s)}:
+        return
+    path = realmix.corpus_path()
+    try:
+        cases = realmix.load_cases(path)
+    except realmix.CorpusMissing as exc:
+        ctx.mix_skip = str(exc)
+        log(f"S8 skipped: {exc}")
+        return
+    seed = s.seed if s.seed is not None else realmix.new_seed()
+    s.seed = seed
+    ctx.mix = realmix.Mix(cases, seed)
+    log(f"S8: {len(cases):,} real tool calls from {path}; renaming seed {seed} (--seed {seed} repeats it)")
+    ctx.mix_decide = realmix.in_process()
+    try:
+        sample = realmix.check_sample(ctx.mix, ctx.mix_decide, size=s.mix_sample, pass_no=ctx.next_passes(1))
+    except realmix.MixMismatch as exc:
+        ctx.mix_error = str(exc)
+        log(f"error: {exc}")
+        return
+    ctx.mix_info = {
+        "corpus": str(path),
+        "cases": len(cases),
+        "seed": seed,
+        "sample": sample.checked,
+        "sample_effects": dict(sample.effects),
+        "sample_inputs_renamed": sample.changed,
+    }
+    log(
+        f"S8: sample check passed: {sample.checked} calls, the same effect types renamed and as recorded "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(sample.effects.items()))}; "
+        f"{sample.changed} of them with a path in the tool input)"
+    )
 
 
 def run_suite(ctx: Context) -> list[dict[str, Any]]:
@@ -518,6 +697,8 @@ def run_suite(ctx: Context) -> list[dict[str, Any]]:
 
 
 def _summary_line(r: dict[str, Any]) -> str:
+    if r.get("skipped"):
+        return f"  {r['scenario']}: skipped: {r['skipped']}"
     if r.get("error"):
         return f"  {r['scenario']}: FAILED: {r['error'].splitlines()[0]}"
     parts = [f"  {r['scenario']}:"]
@@ -533,6 +714,8 @@ def _summary_line(r: dict[str, Any]) -> str:
 def _run_one(ctx: Context, sc: Scenario, rep: int) -> dict[str, Any]:
     try:
         inst = launch(sc, rep, ctx)
+    except Skipped as exc:
+        result = _skipped(sc, rep, str(exc))
     except BenchError as exc:
         result = _failed(sc, rep, str(exc))
     else:
@@ -543,6 +726,10 @@ def _run_one(ctx: Context, sc: Scenario, rep: int) -> dict[str, Any]:
 
 def _failed(sc: Scenario, rep: int, error: str) -> dict[str, Any]:
     return {"scenario": sc.key, "repetition": rep, "error": error}
+
+
+def _skipped(sc: Scenario, rep: int, why: str) -> dict[str, Any]:
+    return {"scenario": sc.key, "repetition": rep, "skipped": why}
 
 
 def _measure_started(ctx: Context, sc: Scenario, inst: Instance, rep: int) -> dict[str, Any]:
@@ -563,14 +750,23 @@ def _run_prestarted(ctx: Context, order: list[Scenario], rep: int) -> list[dict[
     """Quick mode: start every scenario's processes at once (startup dominates a smoke run),
     then measure them one after the other."""
     instances: list[tuple[Scenario, Instance | None, str | None]] = []
+    skipped: dict[str, str] = {}
     for sc in order:
         try:
             instances.append((sc, launch(sc, rep, ctx), None))
+        except Skipped as exc:
+            skipped[sc.key] = str(exc)
+            instances.append((sc, None, str(exc)))
         except BenchError as exc:
             instances.append((sc, None, str(exc)))
     results = []
     for sc, inst, error in instances:
-        result = _failed(sc, rep, error or "") if inst is None else _measure_started(ctx, sc, inst, rep)
+        if sc.key in skipped:
+            result = _skipped(sc, rep, skipped[sc.key])
+        elif inst is None:
+            result = _failed(sc, rep, error or "")
+        else:
+            result = _measure_started(ctx, sc, inst, rep)
         log(_summary_line(result))
         results.append(result)
     return results
@@ -690,6 +886,13 @@ def parse(argv: list[str] | None) -> Settings:
     )
     parser.add_argument("--soak-every", type=int, default=50_000, help="sample RSS every N requests (default 50,000)")
     parser.add_argument("--soak-scenario", default="S2", help="scenario for --soak (default S2)")
+    parser.add_argument("--seed", type=int, help="S8: the seed of the path renaming (default: a random one, printed)")
+    parser.add_argument(
+        "--mix-sample",
+        type=int,
+        default=realmix.SAMPLE,
+        help=f"S8: calls whose effect types are checked, renamed against as recorded (default {realmix.SAMPLE})",
+    )
     args = parser.parse_args(argv)
     s = Settings(quick=args.quick)
     if args.quick:
@@ -712,6 +915,7 @@ def parse(argv: list[str] | None) -> Settings:
     if s.soak and s.soak_scenario not in BY_KEY:
         parser.error(f"unknown --soak-scenario {s.soak_scenario}")
     s.out = str(Path(args.out).resolve()) if args.out else str(DEFAULT_OUT)
+    s.seed, s.mix_sample = args.seed, max(1, args.mix_sample)
     return s
 
 
@@ -763,6 +967,7 @@ def main(argv: list[str] | None = None) -> int:
             print(text)
             log(f"wrote {out / 'soak.md'} and {out / 'soak.json'}")
             return 0 if soak["verdict"]["stable"] and not soak["errors"] else 1
+        prepare_mix(ctx)
         instances = run_suite(ctx)
         machine["loadavg_end"] = os.getloadavg()[0]
         machine["code_fingerprint_end"] = code_fingerprint()
@@ -779,6 +984,8 @@ def main(argv: list[str] | None = None) -> int:
             "runs": instances,
             "scenario_titles": {s.key: s.title for s in ALL},
         }
+        if ctx.mix_info or ctx.mix_skip or ctx.mix_error:
+            result["realmix"] = {**ctx.mix_info, "skipped": ctx.mix_skip, "error": ctx.mix_error}
         (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         text = report.markdown(result)
         (out / "results.md").write_text(text, encoding="utf-8")

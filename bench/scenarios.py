@@ -136,7 +136,8 @@ class Scenario:
     delay_ms: float = 0.0
     body: str = "full"
     """full (deny+modify+message) | parallel (deny+message) | observe (unique-id notifications) |
-    distinct (full, with a different command in every request)."""
+    distinct (full, with a different command in every request) | realmix (the real tool calls of
+    bench/realmix.py, every path renamed per run and per pass)."""
     fanout: str = "serial"
     local_policies: bool = False
     production: bool = False
@@ -157,6 +158,9 @@ class Scenario:
     front: str = "aiohttp"
     """Gateway: the harness-facing server (``listen.server``: aiohttp | granian; aiohttp-only is
     aiohttp with ``listen.fastLane: false``)."""
+    default_config: bool = False
+    """Gateway: ``ahp-gateway serve`` on its embedded default configuration (the bundled policies,
+    decision log to stdout, metrics on), only the ports given on the command line."""
 
     @property
     def expect_status(self) -> int:
@@ -193,6 +197,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("S6", "load → gateway, hooks/observe → 2 observe stubs", "gateway", stubs=2, body="observe"),
     Scenario("S7", "load → gateway → 1 upstream, production profile", "gateway", stubs=1, production=True),
+    Scenario(
+        "S8",
+        "load → the default gateway (bundled policies, decision log on), real tool calls replayed, paths renamed per run",
+        "gateway",
+        body="realmix",
+        default_config=True,
+    ),
 )
 
 REFERENCE_SCENARIOS: tuple[Scenario, ...] = (

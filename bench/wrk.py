@@ -42,20 +42,29 @@ function setup(thread)
   table.insert(threads, thread)
 end
 bad = 0
+effectful = 0
+wraps = 0
 function response(status, headers, body)
   if status ~= EXPECT_STATUS or (EXPECT_BODY ~= nil and string.find(body, EXPECT_BODY, 1, true) == nil) then
     bad = bad + 1
+  elseif COUNT_EFFECTS and string.find(body, '"effects":[]', 1, true) == nil then
+    effectful = effectful + 1
   end
 end
 function done(summary, latency, requests)
-  local b = 0
-  for _, t in ipairs(threads) do b = b + (t:get("bad") or 0) end
+  local b, f, w = 0, 0, 0
+  for _, t in ipairs(threads) do
+    b = b + (t:get("bad") or 0)
+    f = f + (t:get("effectful") or 0)
+    w = w + (t:get("wraps") or 0)
+  end
   local e = summary.errors
   io.write(string.format(
     'MARK{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,' ..
-    '"status":%d,"timeout":%d,"bad":%d,"p50_us":%d,"p99_us":%d,"mean_us":%.1f,"max_us":%d}\\n',
+    '"status":%d,"timeout":%d,"bad":%d,"effectful":%d,"wraps":%d,' ..
+    '"p50_us":%d,"p99_us":%d,"mean_us":%.1f,"max_us":%d}\\n',
     summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
-    b, latency:percentile(50), latency:percentile(99), latency.mean, latency.max))
+    b, f, w, latency:percentile(50), latency:percentile(99), latency.mean, latency.max))
 end
 """.replace("MARK", MARK)
 
@@ -67,16 +76,34 @@ def lua_script(
     expect_body: str | None,
     observe_tag: str | None,
     template: str = "observe",
+    bodies_file: Path | None = None,
 ) -> str:
     """``observe_tag``: every request gets a unique id ``tag…`` in the ``template`` body
-    (observe | distinct, :func:`bench.payloads.templates`)."""
+    (observe | distinct, :func:`bench.payloads.templates`). ``bodies_file``: one body per line,
+    sent in order (from the start again after the last, counted as a wrap); answers whose
+    ``effects`` are not empty are counted."""
     lines = [
         'wrk.method = "POST"',
         'wrk.headers["Content-Type"] = "application/json"',
         f"EXPECT_STATUS = {expect_status}",
         f"EXPECT_BODY = {_lua_string(expect_body.encode()) if expect_body else 'nil'}",
+        f"COUNT_EFFECTS = {'true' if bodies_file is not None else 'false'}",
     ]
-    if observe_tag is not None:
+    if bodies_file is not None:
+        lines += [
+            "local BODIES = {}",
+            f"for line in io.lines({_lua_string(str(bodies_file).encode())}) do BODIES[#BODIES + 1] = line end",
+            "local n = 0",
+            "function request()",
+            "  n = n + 1",
+            "  if n > #BODIES then",
+            "    n = 1",
+            "    wraps = wraps + 1",
+            "  end",
+            "  return wrk.format(nil, nil, nil, BODIES[n])",
+            "end",
+        ]
+    elif observe_tag is not None:
         prefix, suffix = templates(template)
         digits = ID_WIDTH - len(observe_tag) - 1
         lines += [
@@ -155,4 +182,6 @@ def run_wrk(
         },
         "connections": connections,
         "threads": threads,
+        "effectful": raw["effectful"],
+        "wraps": raw["wraps"],
     }
