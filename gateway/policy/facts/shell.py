@@ -30,6 +30,7 @@ from gateway.policy.facts import effects as effectmod
 from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
+from gateway.policy.facts import programs
 from gateway.policy.facts.words import Word, ansi_c, brace_expand, double_quoted, field_split, unquoted
 
 MAX_BYTES = 65536
@@ -183,9 +184,31 @@ class State:
     aliases: dict[str, list[str]] = field(default_factory=dict)
     downloads: dict[str, str] = field(default_factory=dict)
     """Paths written by a downloader -> that downloader."""
+    gitconfig: dict[str, Word] = field(default_factory=dict)
+    """``git config KEY VALUE`` run earlier in the line (keys lower case)."""
+    scripts: dict[str, str] = field(default_factory=dict)
+    """Paths written earlier in the line with static text (``echo ... > f``, ``cat > f <<EOF``)."""
+    functions: dict[str, str] = field(default_factory=dict)
+    """Shell functions defined earlier in the line -> their body."""
+    shell_aliases: dict[str, str] = field(default_factory=dict)
+    """``alias NAME=VALUE`` run earlier in the line."""
+    arrays: dict[str, list[Word]] = field(default_factory=dict)
+    """Arrays (``a=(...)``; ``@`` holds the positional parameters after ``set --``)."""
 
     def copy(self) -> State:
-        return State(self.cwd, self.home, dict(self.vars), self.branch, self.aliases, self.downloads)
+        return State(
+            self.cwd,
+            self.home,
+            dict(self.vars),
+            self.branch,
+            self.aliases,
+            self.downloads,
+            self.gitconfig,
+            self.scripts,
+            self.functions,
+            self.shell_aliases,
+            dict(self.arrays),
+        )
 
 
 @dataclass
@@ -211,6 +234,9 @@ class Command:
 
     implied: str = ""
     """The program run when none is named (``sudo -s`` runs a shell)."""
+
+    env: dict[str, Word] = field(default_factory=dict)
+    """Assignments given to ``env`` (``env GIT_SSH_COMMAND=... git fetch``)."""
 
     resolved: str | None = None
     """``program``, once the wrappers are resolved."""
@@ -537,6 +563,9 @@ class Walker:
                     j += 1
                     break
                 if name == "env" and "=" in a and not a.startswith("-"):
+                    key, _, value = a.partition("=")
+                    w_value = words[j]
+                    cmd.env[key] = Word(value, w_value.mask[len(key) + 1 :], w_value.dynamic, w_value.sources)
                     j += 1
                     continue
                 if name == "nice" and a[:1] == "-" and a[1:].lstrip("-").isdigit():
@@ -616,14 +645,18 @@ class Walker:
             out += self.payload(cmd, joined, src, st, depth)
         elif program in ("cd", "pushd") and cmd.context != "substitution":
             self.change_dir(args, st)
-        elif program == "git" and not cmd.dynamic:
-            self.git_state(cmd, args, st)
+        elif program == "git":
+            if not cmd.dynamic:
+                self.git_state(cmd, args, st)
+            out += self.git_runs(cmd, args, src, st, depth)
         elif program == "find":
             out += self.find_exec(cmd, args, src, st, depth)
         elif (language := codemod.language_of(program)) is not None:
             inline = _inline_code(language, args)
             if inline is not None:
                 out += self.run_code(cmd, language, inline, src, st, depth)
+        if program in _RUNS:
+            out += self.runs(cmd, program, args, src, st, depth)
         self.build(cmd)
         self.commands.append(cmd)
         self.finish_code(cmd, src, depth)
@@ -733,6 +766,9 @@ class Walker:
             return
         sub = texts[top.operands[0]]
         rest = texts[top.operands[0] + 1 :]
+        if sub == "config":
+            _record_config(rest, args[top.operands[0] + 1 :], st)
+            return
         if sub in ("checkout", "switch"):
             parsed = opts.parse(rest, opts.spec_for("git", sub))
             for key in ("-b", "-B", "-c", "-C", "--orphan", "--create", "--force-create"):
@@ -743,6 +779,176 @@ class Walker:
                 st.branch = rest[parsed.operands[0]]
             elif "--detach" in parsed.options:
                 st.branch = ""
+
+    def run_word(self, cmd: Command, script: Word, src: bytes, st: State, depth: int) -> list[Command]:
+        """A word that some program runs as a shell command line: parsed as a payload, or (known
+        only at run time) code of unknown source."""
+        if script.dynamic and not script.sources:
+            cmd.code_effects.append(
+                effectmod.effect("exec", cmd.program, cmd.wrappers, source="unknown", certainty="unknown")
+            )
+        if not script.dynamic and script.text.strip() in ("", "-"):
+            return []
+        return self.payload(cmd, script, src, st, depth)
+
+    def runs(self, cmd: Command, program: str, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
+        """The ``runs`` role of the program table: the selected words are a command the program
+        runs (``ssh host 'rm -rf ~'``, ``trap '...' EXIT``, ``tmux new -d '...'``, ``git rebase
+        --exec``): one word is a command line, several are the command's words from there on."""
+        texts = [w.text for w in args]
+        base = args
+        sub = ""
+        if program == "git":
+            top = opts.parse(texts, opts.spec_for("git"))
+            if not top.operands:
+                return []
+            at = top.operands[0]
+            sub = texts[at].lower()
+            base = self.git_expand(cmd, args[at:], top.values.get("-c", []))
+            texts = [w.text for w in base]
+        for row in programs.table().get(program, ()):
+            spec = row.spec
+            rest = base[1:] if program == "git" else base
+            parsed = opts.parse([w.text for w in rest], row.parse_spec)
+            operand_words = [rest[k] for k in parsed.operands]
+            names = [w.text.lower() for w in ([base[0], *operand_words] if program == "git" else operand_words)]
+            if spec.sub and names[: len(spec.sub)] != spec.sub:
+                continue
+            present = set(parsed.options) | set(texts)
+            if spec.when and not any(w in present for w in spec.when):
+                continue
+            if spec.unless and any(w in present for w in spec.unless):
+                continue
+            if spec.runs is None:
+                return []
+            chosen = effectmod.select(spec.runs, operand_words, rest, parsed)
+            if spec.runs.startswith("option:") or spec.runs in ("first-operand", "last-operand"):
+                short = _SHORT_ALIAS.get((program, sub, spec.runs[7:]))
+                if short:
+                    chosen += [Word(v, "1" * len(v)) for v in parsed.values.get(short, [])]
+                return [c for w in chosen for c in self.run_word(cmd, w, src, st, depth)]
+            if not chosen:
+                return []
+            start = next(k for k, w in enumerate(rest) if w is chosen[0])
+            stop = len(rest)
+            if spec.runs == "operands-before-separator":
+                stop = next((k for k in range(start, len(rest)) if rest[k].text in (":::", "::::", ":::+")), stop)
+            words = rest[start:stop]
+            if program == "parallel" and stop < len(rest):  # the values after `:::` are the arguments
+                values = [w for w in rest[stop:] if w.text not in (":::", "::::", ":::+")]
+                if any("{}" in w.text for w in words):
+                    joined = " ".join(shlex.quote(v.text) for v in values)
+                    words = [Word(w.text.replace("{}", joined), w.mask, w.dynamic, w.sources) for w in words]
+                else:
+                    words = [*words, *values]
+            if len(words) == 1 or (program, sub) in _JOINS:
+                line = Word()
+                for k, w in enumerate(words):
+                    if k:
+                        line.add(" ", True)
+                    line.extend(w)
+                return self.run_word(cmd, line, src, st, depth)
+            inner = Command(list(words), st, depth + 1, "payload")
+            return self.resolve(inner, src, st, depth + 1)
+        return []
+
+    def git_expand(self, cmd: Command, sub_args: list[Word], configs: list[str]) -> list[Word]:
+        """``[sub, *args]`` with a git alias (``-c alias.x=...``, ``git config alias.x ...``
+        earlier in the line) expanded; a ``!`` alias stays as it is."""
+        if not sub_args:
+            return sub_args
+        value = self.git_config(cmd, configs).get("alias." + sub_args[0].text.lower())
+        if value is None or value.dynamic or value.text.startswith("!"):
+            return sub_args
+        expanded = _split_words(value.text)
+        if not expanded:
+            return sub_args
+        return [*(Word(t, "1" * len(t)) for t in expanded), *sub_args[1:]]
+
+    def git_config(self, cmd: Command, configs: list[str]) -> dict[str, Word]:
+        """The configuration a git command runs with, as far as the line shows it: ``git config``
+        earlier in the line, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``,
+        then ``-c key=value`` (later wins)."""
+        found: dict[str, Word] = dict(cmd.state.gitconfig)
+
+        def env(name: str) -> Word | None:
+            return cmd.env.get(name) or cmd.state.vars.get(name)
+
+        params = env("GIT_CONFIG_PARAMETERS")
+        if params is not None and params.dynamic:
+            found["(unknown)"] = params
+        elif params is not None:
+            for item in _split_words(params.text):
+                key, _, value = item.partition("=")
+                found[key.lower()] = Word(value, "1" * len(value))
+        count = env("GIT_CONFIG_COUNT")
+        if count is not None and count.text.strip().isdigit():
+            for n in range(min(int(count.text.strip()), 64)):
+                key_w, value_w = env(f"GIT_CONFIG_KEY_{n}"), env(f"GIT_CONFIG_VALUE_{n}")
+                if key_w is not None and value_w is not None:
+                    found["(unknown)" if key_w.dynamic else key_w.text.lower()] = value_w
+        elif count is not None and count.dynamic:
+            found["(unknown)"] = count
+        for config in configs:
+            key, _, value = config.partition("=")
+            found[key.lower()] = Word(value, "1" * len(value))
+        for config in _config_env(cmd):
+            key, _, var = config.partition("=")
+            value_w = env(var)
+            found[key.lower()] = value_w if value_w is not None else Word("$" + var, "1" * (len(var) + 1), True)
+        return found
+
+    def git_runs(self, cmd: Command, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
+        """Commands git runs by itself: configuration that names a command (``core.sshCommand``,
+        ``core.pager``, ``credential.helper='!...'``, a ``!`` alias, ...), the environment
+        (``GIT_SSH_COMMAND``, ``GIT_EDITOR``, ...) and options that take a command
+        (``filter-branch --tree-filter``, ``fetch --upload-pack``)."""
+        texts = [a.text for a in args]
+        top = opts.parse(texts, opts.spec_for("git"))
+        config = self.git_config(cmd, top.values.get("-c", []))
+        scripts: list[Word] = []
+        for key, value in config.items():
+            if key == "(unknown)" or (value.dynamic and _GIT_RUN_KEYS.match(key)):
+                scripts.append(Word(value.text, value.mask, True, value.sources))
+                continue
+            text = value.text
+            if key.startswith("credential.") and key.endswith(".helper"):
+                if text.startswith("!"):
+                    scripts.append(Word(text[1:], "1" * (len(text) - 1)))
+                elif text.startswith(("/", "~")) or " " in text:
+                    scripts.append(value)
+            elif key == "core.fsmonitor":
+                if text.lower() not in ("", "true", "false", "yes", "no", "on", "off", "1", "0"):
+                    scripts.append(value)
+            elif _GIT_RUN_KEYS.match(key):
+                scripts.append(value)
+        for name in _GIT_ENV:
+            given = cmd.env.get(name) or cmd.state.vars.get(name)
+            if given is not None:
+                scripts.append(given)
+        sub_at = top.operands[0] if top.operands else None
+        if sub_at is not None:
+            sub = texts[sub_at].lower()
+            rest = args[sub_at + 1 :]
+            alias = config.get("alias." + sub)
+            if alias is not None and (alias.dynamic or alias.text.startswith("!")):
+                line = Word(alias.text[1:] if not alias.dynamic else alias.text, "", alias.dynamic, alias.sources)
+                line.mask = "1" * len(line.text)
+                for w in rest:
+                    line.add(" ", True)
+                    line.extend(Word(shlex.quote(w.text), "1" * len(shlex.quote(w.text)), w.dynamic, w.sources))
+                scripts.append(line)
+            for option in _GIT_COMMAND_OPTIONS.get(sub, ()):
+                for k, w in enumerate(rest):
+                    if w.text == option and k + 1 < len(rest):
+                        scripts.append(rest[k + 1])
+                    elif w.text.startswith(option + "=") and option.startswith("--"):
+                        v = w.text[len(option) + 1 :]
+                        scripts.append(Word(v, w.mask[len(option) + 1 :], w.dynamic, w.sources))
+        out: list[Command] = []
+        for script in scripts:
+            out += self.run_word(cmd, script, src, st, depth)
+        return out
 
     def find_exec(self, cmd: Command, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
         out: list[Command] = []
@@ -947,14 +1153,12 @@ class Walker:
                 offset = top.operands[0] + 1
                 sub = args[top.operands[0]]
                 spec_args = args[offset:]
-                for config in top.values.get("-c", []):
-                    key, _, value = config.partition("=")
-                    if key.lower() == "alias." + sub.lower() and value and not value.startswith("!"):
-                        expanded = _split_words(value)
-                        if expanded:
-                            sub, spec_args = expanded[0], expanded[1:] + spec_args
-                            argw = [*argw[:offset], *(Word(t, "1" * len(t)) for t in expanded[1:]), *argw[offset:]]
-                            args = [w.text for w in argw]
+                expanded = self.git_expand(cmd, argw[offset - 1 :], top.values.get("-c", []))
+                if expanded[0] is not argw[offset - 1]:  # an alias
+                    added = expanded[1 : len(expanded) - (len(argw) - offset)]
+                    sub, spec_args = expanded[0].text, [w.text for w in added] + spec_args
+                    argw = [*argw[:offset], *added, *argw[offset:]]
+                    args = [w.text for w in argw]
         elif program in (
             "gh",
             "docker",
@@ -1076,6 +1280,93 @@ class Walker:
             "_inputs": _unique(inputs),
             "_values": parsed.values,
         }
+
+
+_RUNS = frozenset(name for name, rows in programs.table().items() if any(r.spec.runs for r in rows))
+"""Programs with a ``runs`` row in the program table."""
+_JOINS = frozenset({("ssh", ""), ("parallel", ""), ("git", "submodule")})
+"""Programs that join the words of the command they run into one shell line."""
+_SHORT_ALIAS = {("git", "rebase", "--exec"): "-x"}
+_GIT_RUN_KEYS = re.compile(
+    r"^(core\.(sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)|sequence\.editor|diff\.external|"
+    r"diff\.[^.]+\.(command|textconv)|merge\.[^.]+\.driver|filter\.[^.]+\.(clean|smudge|process)|"
+    r"gpg(\.[^.]+)?\.program|uploadpack\.packobjectshook|pager\..+|interactive\.difffilter|"
+    r"(difftool|mergetool|man|browser)\.[^.]+\.(cmd|path)|web\.browser|remote\.[^.]+\.(uploadpack|receivepack)|"
+    r"sendemail\.(tocmd|cccmd|smtpserver)|trailer\.[^.]+\.(command|cmd)|core\.fsmonitor|credential(\..+)?\.helper)$"
+)
+"""Configuration keys whose value is a command git runs."""
+_GIT_ENV = (
+    "GIT_SSH_COMMAND",
+    "GIT_SSH",
+    "GIT_EDITOR",
+    "GIT_PAGER",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_ASKPASS",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PROXY_COMMAND",
+    "SSH_ASKPASS",
+)
+"""Environment variables whose value is a command git runs."""
+_GIT_COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "filter-branch": ("--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
+                      "--msg-filter", "--commit-filter", "--tag-name-filter"),
+    "difftool": ("-x", "--extcmd"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "clone": ("-u", "--upload-pack"),
+    "ls-remote": ("--upload-pack",),
+    "push": ("--receive-pack", "--exec"),
+    "archive": ("--exec",),
+    "send-email": ("--to-cmd", "--cc-cmd"),
+}  # fmt: skip
+"""git subcommand options whose value is a command git runs (``rebase --exec`` is in the table)."""
+
+
+def _config_env(cmd: Command) -> list[str]:
+    """``git --config-env=key=ENVVAR`` values."""
+    out = []
+    words = cmd.words[cmd.start + 1 :]
+    for k, w in enumerate(words):
+        if w.text.startswith("--config-env="):
+            out.append(w.text[len("--config-env=") :])
+        elif w.text == "--config-env" and k + 1 < len(words):
+            out.append(words[k + 1].text)
+        elif not w.text.startswith("-"):
+            break
+    return out
+
+
+_CONFIG_VALUED = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment", "--value"})
+
+
+def _record_config(rest: list[str], words: list[Word], st: State) -> None:
+    """``git config [--global|--file f|...] KEY VALUE`` (also ``git config set KEY VALUE``): the
+    value the rest of the line runs with."""
+    operands: list[Word] = []
+    k = 0
+    unset = False
+    while k < len(rest):
+        t = rest[k]
+        if t in _CONFIG_VALUED:
+            k += 2
+            continue
+        if t.startswith("--unset") or t in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--remove-section"):
+            unset = True
+        if not t.startswith("-") or t == "-":
+            operands.append(words[k])
+        k += 1
+    if operands and operands[0].text in ("set", "unset", "get", "list", "edit", "rename-section", "remove-section"):
+        unset = unset or operands[0].text != "set"
+        operands = operands[1:]
+    if not operands:
+        return
+    key = operands[0].text.lower()
+    if unset or len(operands) < 2:
+        if unset:
+            st.gitconfig.pop(key, None)
+        return
+    value = operands[1]
+    st.gitconfig[key] = value
 
 
 def _escaped_tail(src: bytes, pos: int) -> bytes:

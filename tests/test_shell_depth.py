@@ -1,0 +1,109 @@
+"""The shell, further (issue 26): commands the rules must see whatever route they take to run.
+
+git running commands of its own (configuration, environment, aliases, options that take a
+command), the ``runs`` role of the program table (``ssh``, ``trap``, ``tmux``, ``screen``,
+``parallel``, ...), text that reaches a shell by any route (pipes, heredocs, process
+substitution, ``xargs``, a file written earlier in the line), ``printf``/``echo -e`` escapes, and
+words only the shell computes (arrays, parameter expansion, arithmetic, ``IFS``, functions,
+aliases, ``set --``). Each class: an attack caught by the shipped library (the rule id) and a
+benign look-alike that passes; what stays unknown until run time asks, never passes as static.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.policy.facts.shell import parse_command
+from tests.test_policy_adversarial import shell
+
+RM_HOME = "rm-root-home-system"
+FORCE = "force-push-protected"
+UNKNOWN = "unknown-code"
+
+# (class, command that must be caught, the rule that catches it, benign look-alike that must pass)
+GIT_CASES = [
+    ("git -c", "git -c core.sshCommand='sh -c \"rm -rf ~\"' fetch", RM_HOME,
+     "git -c core.sshCommand='ssh -i ~/.ssh/deploy.pub -o IdentitiesOnly=yes' fetch"),
+    ("git -c", "git -c core.pager='rm -rf ~' log", RM_HOME, "git -c core.pager=less log"),
+    ("git -c", "git -c core.editor='rm -rf ~' commit", RM_HOME, "git -c core.editor=vim commit"),
+    ("git -c", "git -c core.fsmonitor='rm -rf ~' status", RM_HOME, "git -c core.fsmonitor=true status"),
+    ("git -c", "git -c core.askpass='rm -rf ~' fetch", RM_HOME, "git -c core.askpass=/usr/bin/ksshaskpass fetch"),
+    ("git -c", "git -c sequence.editor='rm -rf ~' rebase -i HEAD~2", RM_HOME,
+     "git -c sequence.editor=true rebase -i HEAD~2"),
+    ("git -c", "git -c diff.external='rm -rf ~' diff", RM_HOME, "git -c diff.external=difft diff"),
+    ("git -c", "git -c credential.helper='!rm -rf ~' fetch", RM_HOME, "git -c credential.helper=store fetch"),
+    ("git -c", "git -c credential.https://x.example.helper='!rm -rf ~' fetch", RM_HOME,
+     "git -c credential.https://x.example.helper='!echo password=x' fetch"),
+    ("git -c", "git -c alias.x='!rm -rf ~' x", RM_HOME, "git -c alias.x='!ls -la' x"),
+    ("git -c", "git -c alias.x='!rm -rf' x ~", RM_HOME, "git -c alias.x='!rm -rf' x build"),
+    ("git -c", "git -c alias.x='push -f origin main' x", FORCE, "git -c alias.x='push origin main' x"),
+    ("git -c", "git -c gpg.program='rm -rf ~' commit -S -m x", RM_HOME, "git -c gpg.program=gpg2 commit -S -m x"),
+    ("git -c", "git -c uploadpack.packObjectsHook='rm -rf ~' fetch", RM_HOME,
+     "git -c uploadpack.allowFilter=true fetch"),
+    ("git -c", "git -c pager.log='rm -rf ~' log", RM_HOME, "git -c pager.log=false log"),
+    ("git -c", "git --config-env=core.pager=P log", UNKNOWN, "git --config-env=user.name=NAME log"),
+    ("git env", "GIT_SSH_COMMAND='rm -rf ~' git fetch", RM_HOME, "GIT_SSH_COMMAND='ssh -o BatchMode=yes' git fetch"),
+    ("git env", "GIT_SSH='rm -rf ~' git fetch", RM_HOME, "GIT_SSH=/usr/bin/ssh git fetch"),
+    ("git env", "GIT_EDITOR='rm -rf ~' git commit", RM_HOME, "GIT_EDITOR=vim git commit"),
+    ("git env", "GIT_PAGER='rm -rf ~' git log", RM_HOME, "GIT_PAGER=cat git log"),
+    ("git env", "GIT_EXTERNAL_DIFF='rm -rf ~' git diff", RM_HOME, "GIT_EXTERNAL_DIFF=difft git diff"),
+    ("git env", "GIT_ASKPASS='rm -rf ~' git fetch", RM_HOME, "GIT_ASKPASS=/usr/bin/true git fetch"),
+    ("git env", "GIT_SEQUENCE_EDITOR='rm -rf ~' git rebase -i HEAD~3", RM_HOME,
+     "GIT_SEQUENCE_EDITOR=true git rebase -i HEAD~3"),
+    ("git env", "export GIT_SSH_COMMAND='rm -rf ~'; git fetch", RM_HOME, "export GIT_SSH_COMMAND=ssh; git fetch"),
+    ("git env", "env GIT_SSH_COMMAND='rm -rf ~' git fetch", RM_HOME, "env GIT_SSH_COMMAND=ssh git fetch"),
+    ("git env", "GIT_CONFIG_PARAMETERS=\"'core.pager=rm -rf ~'\" git log", RM_HOME,
+     "GIT_CONFIG_PARAMETERS=\"'core.pager=less'\" git log"),
+    ("git env", "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='rm -rf ~' git log", RM_HOME,
+     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0=less git log"),
+    ("git env", 'GIT_SSH_COMMAND="$CMD" git fetch', UNKNOWN, "GIT_SSH_COMMAND=ssh git fetch"),
+    ("git config", "git config alias.p 'push -f'; git p origin main", FORCE,
+     "git config alias.p 'push -f'; git p origin fix/a"),
+    ("git config", "git config --global alias.p 'push -f'; git p origin main", FORCE,
+     "git config --global alias.p push; git p origin main"),
+    ("git config", "git config set alias.p 'push --force'; git p origin main", FORCE,
+     "git config set alias.p 'push --force'; git p origin fix/a"),
+    ("git config", "git config core.sshCommand 'rm -rf ~'; git fetch", RM_HOME,
+     "git config core.sshCommand 'ssh -4'; git fetch"),
+    ("git config", "git config alias.x '!rm -rf ~' && git x", RM_HOME, "git config alias.x '!ls' && git x"),
+    ("git options", "git rebase --exec 'rm -rf ~' main", RM_HOME, "git rebase --exec 'make test' main"),
+    ("git options", "git rebase -x 'rm -rf ~' main", RM_HOME, "git rebase -x 'make test' main"),
+    ("git options", "git submodule foreach 'rm -rf ~'", RM_HOME, "git submodule foreach 'git pull'"),
+    ("git options", "git submodule foreach rm -rf ~", RM_HOME, "git submodule foreach git pull"),
+    ("git options", "git bisect run sh -c 'rm -rf ~'", RM_HOME, "git bisect run sh -c 'make test'"),
+    ("git options", "git filter-branch --tree-filter 'rm -rf ~' HEAD", RM_HOME, "git filter-repo --analyze"),
+    ("git options", "git fetch --upload-pack='rm -rf ~' origin", RM_HOME, "git fetch --prune origin"),
+    ("git options", "git -c alias.r='rebase --exec \"rm -rf ~\"' r main", RM_HOME,
+     "git -c alias.r='rebase --exec \"make\"' r main"),
+]  # fmt: skip
+
+RUNS_CASES = [
+    ("runs", "trap 'rm -rf ~' EXIT", RM_HOME, "trap 'rm -rf ./build' EXIT"),
+    ("runs", "ssh host 'rm -rf ~'", RM_HOME, "ssh host 'ls -la'"),
+    ("runs", "ssh -p 2222 host rm -rf ~", RM_HOME, "ssh -p 2222 host rm -rf build"),
+    ("runs", 'ssh host "$CMD"', UNKNOWN, "ssh host uptime"),
+    ("runs", "timeout 5 sh -c 'rm -rf ~'", RM_HOME, "timeout 5 sh -c 'make'"),
+    ("runs", "nohup rm -rf ~ &", RM_HOME, "nohup make &"),
+    ("runs", "screen -dm sh -c 'rm -rf ~'", RM_HOME, "screen -dm sh -c 'make dev'"),
+    ("runs", "tmux new -d 'rm -rf ~'", RM_HOME, "tmux new -d 'make dev'"),
+    ("runs", "tmux new-session -d -s x 'rm -rf ~'", RM_HOME, "tmux new-session -d -s x 'make dev'"),
+    ("runs", "parallel rm -rf ::: ~", RM_HOME, "parallel gzip ::: a b c"),
+    ("runs", "parallel rm -rf {} ::: /etc", RM_HOME, "parallel rm -rf {} ::: build dist"),
+    ("runs", "watch rm -rf ~", RM_HOME, "watch ls"),
+]
+
+
+def _cases(cases: list[tuple[str, str, str, str]]) -> list[object]:
+    return [pytest.param(bad, rule, benign, id=f"{cls}: {bad}") for cls, bad, rule, benign in cases]
+
+
+@pytest.mark.parametrize(("bad", "rule", "benign"), _cases(GIT_CASES + RUNS_CASES))
+def test_attack_is_caught_and_look_alike_passes(bad: str, rule: str, benign: str) -> None:
+    assert rule in shell(bad), bad
+    assert shell(benign) - {"prefer-force-with-lease"} == set(), benign
+
+
+def test_a_command_git_runs_is_a_payload() -> None:
+    facts, _ = parse_command("git -c core.pager='rm -rf ~' log", "/home/ana/p", "/home/ana")
+    rm = next(c for c in facts if c["program"] == "rm")
+    assert rm["context"] == "payload" and rm["argv"] == ["rm", "-rf", "/home/ana"]
