@@ -92,12 +92,48 @@ RUNS_CASES = [
     ("runs", "watch rm -rf ~", RM_HOME, "watch ls"),
 ]
 
+TEXT_CASES = [
+    ("text to a shell", "cat <<'EOF' | sh\nrm -rf ~\nEOF", RM_HOME, "cat <<'EOF' | sh\nls -la\nEOF"),
+    ("text to a shell", "cat <<'EOF' && rm -rf ~\nx\nEOF", RM_HOME, "cat <<'EOF' && ls\nx\nEOF"),
+    ("text to a shell", "sh <(echo 'rm -rf ~')", RM_HOME, "sh <(echo 'ls -la')"),
+    ("text to a shell", "sh < <(echo 'rm -rf ~')", RM_HOME, "sh < <(echo 'ls -la')"),
+    ("text to a shell", "echo 'rm -rf ~' > >(sh)", RM_HOME, "echo 'ls -la' > >(sh)"),
+    ("text to a shell", "echo ~ | xargs rm -rf", RM_HOME, "echo build | xargs rm -rf"),
+    ("text to a shell", "echo /etc | xargs -I{} rm -rf {}", RM_HOME, "echo build | xargs -I{} rm -rf {}"),
+    ("text to a shell", "echo 'rm -rf ~' | xargs sh -c", RM_HOME, "echo 'ls' | xargs sh -c"),
+    ("text to a shell", "echo \"'rm -rf ~'\" | xargs sh -c", RM_HOME, "echo \"'make all'\" | xargs sh -c"),
+    ("text to a shell", "printf '%s' 'rm -rf ~' | bash", RM_HOME, "printf '%s' 'ls' | bash"),
+    ("text to a shell", "tee f <<'EOF' | sh\nrm -rf ~\nEOF", RM_HOME, "tee f <<'EOF' | sh\nmake\nEOF"),
+    ("text to a shell", "at now <<< 'rm -rf ~'", RM_HOME, "echo 'at now' | cat"),
+    ("write then run", "echo 'rm -rf ~' > /tmp/x.sh && bash /tmp/x.sh", RM_HOME,
+     "echo 'make' > /tmp/x.sh && bash /tmp/x.sh"),
+    ("write then run", "echo 'rm -rf ~' > f && chmod +x f && ./f", RM_HOME, "echo 'make' > f && chmod +x f && ./f"),
+    ("write then run", "echo 'rm -rf ~' > f; . f", RM_HOME, "echo 'make' > f; . f"),
+    ("write then run", "echo 'rm -rf ~' > f; source f", RM_HOME, "echo 'X=1' > f; source f"),
+    ("write then run", "printf 'rm -rf' > f; printf ' ~' >> f; sh f", RM_HOME, "printf 'rm -rf' > f; printf ' b' >> f; sh f"),
+    ("write then run", "tee f <<'EOF' >/dev/null\nrm -rf ~\nEOF\nsh f", RM_HOME,
+     "tee f <<'EOF' >/dev/null\nmake\nEOF\nsh f"),
+    ("write then run", "cat > f <<'EOF'\nrm -rf ~\nEOF\nbash f", RM_HOME, "cat > f <<'EOF'\nmake\nEOF\nbash f"),
+    ("write then run", "cat <<'EOF' > f && bash f\nrm -rf ~\nEOF", RM_HOME, "cat <<'EOF' > f && bash f\nmake\nEOF"),
+    ("write then run", "echo 'import shutil; shutil.rmtree(\"/\")' > x.py && python3 x.py", RM_HOME,
+     "echo 'print(1)' > x.py && python3 x.py"),
+    ("escapes", "printf '\\x72\\x6d -rf /' | sh", RM_HOME, "printf '\\x6c\\x73' | sh"),
+    ("escapes", "echo -e '\\x72m -rf ~' | sh", RM_HOME, "echo -e '\\x6cs' | sh"),
+    ("escapes", "echo '\\x72m -rf ~' | zsh", RM_HOME, "echo '\\x6cs' | zsh"),
+    ("escapes", "$'\\x72m' -rf ~", RM_HOME, "$'\\x72m' -rf build"),
+    ("escapes", "printf '%b' '\\x72m -rf ~' | sh", RM_HOME, "printf '%b' '\\x6cs' | sh"),
+    ("escapes", "printf '\\162m -rf ~' | sh", RM_HOME, "printf '\\154s' | sh"),
+    ("escapes", "echo -e '\\0162m -rf ~' | sh", RM_HOME, "echo -e '\\0154s' | sh"),
+    ("escapes", "printf '%s -rf %s' rm ~ | sh", RM_HOME, "printf '%s -la %s' ls ~ | sh"),
+    ("escapes", "printf '%q' x | sh; printf '%z' 'rm -rf ~' | sh", UNKNOWN, "printf '%d' 5 | cat"),
+]  # fmt: skip
+
 
 def _cases(cases: list[tuple[str, str, str, str]]) -> list[object]:
     return [pytest.param(bad, rule, benign, id=f"{cls}: {bad}") for cls, bad, rule, benign in cases]
 
 
-@pytest.mark.parametrize(("bad", "rule", "benign"), _cases(GIT_CASES + RUNS_CASES))
+@pytest.mark.parametrize(("bad", "rule", "benign"), _cases(GIT_CASES + RUNS_CASES + TEXT_CASES))
 def test_attack_is_caught_and_look_alike_passes(bad: str, rule: str, benign: str) -> None:
     assert rule in shell(bad), bad
     assert shell(benign) - {"prefer-force-with-lease"} == set(), benign

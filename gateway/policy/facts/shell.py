@@ -31,7 +31,16 @@ from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
 from gateway.policy.facts import programs
-from gateway.policy.facts.words import Word, ansi_c, brace_expand, double_quoted, field_split, unquoted
+from gateway.policy.facts.words import (
+    Word,
+    ansi_c,
+    brace_expand,
+    double_quoted,
+    echo_escapes,
+    field_split,
+    printf_text,
+    unquoted,
+)
 
 MAX_BYTES = 65536
 """Longer commands are not parsed (``unparsed`` with reason ``too-large``)."""
@@ -238,6 +247,9 @@ class Command:
     env: dict[str, Word] = field(default_factory=dict)
     """Assignments given to ``env`` (``env GIT_SSH_COMMAND=... git fetch``)."""
 
+    out_readers: list[Command] = field(default_factory=list)
+    """Commands of an output process substitution this command's stdout goes to (``> >(sh)``)."""
+
     resolved: str | None = None
     """``program``, once the wrappers are resolved."""
 
@@ -280,6 +292,8 @@ class Walker:
         self.commands: list[Command] = []
         self.unparsed: list[str] = []
         self.home = home
+        self.feed: str | None = None
+        """Static text the next simple command reads on stdin (``echo ... | xargs``)."""
 
     # ---- entry ----------------------------------------------------------------------------
     def parse(self, text: str, state: State, depth: int, context: str) -> list[Command]:
@@ -311,6 +325,35 @@ class Walker:
         if t == "redirected_statement":
             body = n.child_by_field_name("body")
             redirs = [c for c in n.children if c is not body and c.type.endswith("redirect")]
+            rest: list[tree_sitter.Node] = []
+            after: list[tree_sitter.Node] = []
+            for r in redirs if b"<<" in src[n.start_byte : n.end_byte] else []:
+                if r.type != "heredoc_redirect":
+                    continue
+                # the grammar puts what follows `cmd <<EOF` on the same line inside the heredoc
+                # redirect: more redirects, the rest of the pipeline, the rest of a list
+                right = {x.id for x in r.children_by_field_name("right")}
+                for part in r.named_children:
+                    if part.type.endswith("redirect"):
+                        redirs.append(part)
+                    elif part.type in ("heredoc_start", "heredoc_body", "heredoc_end"):
+                        continue
+                    elif part.type == "pipeline" and part.id not in right and not rest:
+                        rest = _pipe_nodes(part)
+                    else:
+                        after.append(part)
+            if rest or after:
+                first = (
+                    self.command(body, src, st, depth, ctx, redirs)
+                    if body is not None and body.type == "command"
+                    else self.node(body, src, st, depth, ctx)
+                    if body is not None
+                    else []
+                )
+                found = self.pipe(rest, src, st, depth, ctx, first) if rest else first
+                for a in after:
+                    found += self.node(a, src, st, depth, ctx)
+                return found
             if body is not None and body.type == "command":
                 return self.command(body, src, st, depth, ctx, redirs)
             inner = self.node(body, src, st, depth, ctx) if body is not None else []
@@ -377,9 +420,22 @@ class Walker:
         return out
 
     def pipeline(self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str) -> list[Command]:
-        elements: list[list[Command]] = []
-        for c in n.named_children:
+        return self.pipe(n.named_children, src, st, depth, ctx)
+
+    def pipe(
+        self,
+        nodes: list[tree_sitter.Node],
+        src: bytes,
+        st: State,
+        depth: int,
+        ctx: str,
+        first: list[Command] | None = None,
+    ) -> list[Command]:
+        elements: list[list[Command]] = [first] if first is not None else []
+        for c in nodes:
+            self.feed = _fed_text(elements[-1][0]) if elements and len(elements[-1]) == 1 else None
             elements.append(self.node(c, src, st.copy() if elements else st, depth, ctx))
+            self.feed = None
         out: list[Command] = []
         for i, element in enumerate(elements):
             upstream = [cmd for e in elements[:i] for cmd in e]
@@ -388,8 +444,8 @@ class Walker:
             for cmd in element:
                 cmd.stdin_from = _unique([*cmd.stdin_from, *feeders])
                 cmd.stdout_to = _unique([*cmd.stdout_to, *(d.program for d in downstream if d.program)])
-                if i > 0 and len(elements[i - 1]) == 1 and elements[i - 1][0].program in ("echo", "printf"):
-                    cmd.stdin_text = _echo_text(elements[i - 1][0])
+                if i > 0 and len(elements[i - 1]) == 1 and cmd.stdin_text is None:
+                    cmd.stdin_text = _fed_text(elements[i - 1][0])
             out += element
         for cmd in out:
             self.finish_code(cmd, src, depth)
@@ -413,6 +469,7 @@ class Walker:
     def command(
         self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, redirs: list[tree_sitter.Node]
     ) -> list[Command]:
+        feed, self.feed = self.feed, None
         local = st.copy()
         args: list[tree_sitter.Node] = []
         prefix_assign = False
@@ -474,8 +531,16 @@ class Walker:
             st.vars.update(local.vars)  # a bare `X=1` keeps X for the rest of the line
             return []
         cmd = Command(words, local if prefix_assign else st, depth, ctx)
+        cmd.stdin_text = feed
         self.redirections(redirs, src, st, depth, cmd)
-        return self.resolve(cmd, src, st, depth) + [r for w in words for r in w.readers]
+        out = self.resolve(cmd, src, st, depth)
+        printed = _fed_text(cmd) if cmd.out_readers else None
+        for reader in cmd.out_readers:  # `echo ... > >(sh)`
+            reader.stdin_from = _unique([*reader.stdin_from, cmd.program])
+            if reader.stdin_text is None:
+                reader.stdin_text = printed
+            self.finish_code(reader, src, reader.depth - 1)
+        return out + [r for w in words for r in w.readers]
 
     def split(self, word: Word) -> list[Word]:
         """Brace expansion of one word (and field splitting of unquoted substituted text)."""
@@ -483,9 +548,14 @@ class Walker:
             return [word]
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
-            return [Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers)]
+            return [
+                Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers, output=word.output)
+            ]
         fields = [f for t, m in expanded for f in field_split(t, m)]
-        return [Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers) for t, m in fields]
+        return [
+            Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers, output=word.output)
+            for t, m in fields
+        ]
 
     def redirections(self, redirs: list[tree_sitter.Node], src: bytes, st: State, depth: int, cmd: Command) -> None:
         for r in redirs:
@@ -506,7 +576,7 @@ class Walker:
                     cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else None
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
-                elif c.type not in ("heredoc_start", "heredoc_end") and target is None:
+                elif r.type != "heredoc_redirect" and c.type not in ("heredoc_start", "heredoc_end") and target is None:
                     target = self.word(c, src, st, depth)
             if r.type == "herestring_redirect" and target is not None:
                 cmd.stdin_text = None if target.dynamic else target.text
@@ -522,6 +592,10 @@ class Walker:
                 entry["path"] = pathmod.normalize(text, st.cwd, st.home, shell=True)
             if target is not None and target.procsub and op.startswith("<"):
                 cmd.stdin_from = _unique([*cmd.stdin_from, *target.sources])
+                if target.output is not None:
+                    cmd.stdin_text = target.output  # `sh < <(echo ...)`
+            if target is not None and target.procsub and op.startswith(">"):
+                cmd.out_readers += target.readers
             cmd.redirects.append(entry)
 
     # ---- wrappers, payloads ---------------------------------------------------------------
@@ -621,7 +695,15 @@ class Walker:
                 i = len(words)
                 break
             if name == "xargs":
-                cmd.dynamic = True
+                fed = self.xargs_words(cmd, words, i, j)
+                if fed is None:
+                    cmd.dynamic = True
+                else:
+                    given = words[j:]
+                    words = cmd.words = fed
+                    if given and program_name(given[0].text) in SHELLS and re.fullmatch(r"-[a-z]*c", given[-1].text):
+                        text = cmd.stdin_text or ""  # `... | xargs sh -c`: the input is the script
+                        out += self.payload(cmd, Word(text, "1" * len(text)), src, st, depth)
             i = j
         cmd.start = i
         if cmd.resolved is None and i >= len(words) and cmd.wrappers and cmd.wrappers[-1] in _PRIVILEGE:
@@ -710,7 +792,9 @@ class Walker:
             reads_stdin = script_at is None and program not in ("source", ".") and not _has_inline_code(program, args)
             if script_at is not None:
                 w = argw[script_at]
-                if w.procsub:
+                if w.procsub and w.output is not None:
+                    self.run_script(cmd, w.output, src, depth)
+                elif w.procsub:
                     cmd.code_from = _unique([*cmd.code_from, *w.sources])
                 elif w.text in ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"):
                     reads_stdin = True
@@ -718,13 +802,16 @@ class Walker:
                     target = pathmod.normalize(w.text, cmd.state.cwd, cmd.state.home, shell=True)
                     if target in cmd.state.downloads:
                         cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+                    if target in cmd.state.scripts:  # `echo ... > f.sh && bash f.sh`
+                        self.run_script(cmd, cmd.state.scripts[target], src, depth)
             for k, a in enumerate(args[:-1]):
                 if a in _INLINE_FLAGS or (
                     a.startswith("-") and not a.startswith("--") and a[-1:] in "ce" and len(a) <= 4
                 ):
                     cmd.code_from = _unique([*cmd.code_from, *argw[k + 1].sources])
-            if reads_stdin:
+            if reads_stdin and (cmd.stdin_text is None or not (program in SHELLS or codemod.language_of(program))):
                 cmd.code_from = _unique([*cmd.code_from, *cmd.stdin_from])
+            if reads_stdin:
                 if cmd.stdin_text is not None and program in SHELLS and not cmd.fact.get("_stdin_parsed"):
                     cmd.fact["_stdin_parsed"] = True
                     self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
@@ -739,11 +826,76 @@ class Walker:
             target = pathmod.normalize(cmd.words[cmd.start].text, cmd.state.cwd, cmd.state.home, shell=True)
             if "/" in cmd.words[cmd.start].text and target in cmd.state.downloads:
                 cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+            if "/" in cmd.words[cmd.start].text and target in cmd.state.scripts:  # `chmod +x f && ./f`
+                self.run_script(cmd, cmd.state.scripts[target], src, depth)
+
+        if program in ("at", "batch") and cmd.stdin_text is not None and not cmd.fact.get("_stdin_parsed"):
+            cmd.fact["_stdin_parsed"] = True  # `at now <<< '...'`: the commands it runs later
+            self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
         if cmd.fact:
             cmd.fact["code_from"] = cmd.code_from
             cmd.fact["stdin_from"] = cmd.stdin_from
             cmd.fact["stdout_to"] = cmd.stdout_to
             cmd.fact["dynamic"] = cmd.fact["dynamic"] or cmd.dynamic
+
+    def run_script(self, cmd: Command, text: str, src: bytes, depth: int) -> None:
+        """Static script text a shell or interpreter runs (from a file written earlier in the line
+        or a ``<(echo ...)``), parsed once."""
+        if cmd.fact.get("_script_parsed"):
+            return
+        cmd.fact["_script_parsed"] = True
+        language = codemod.language_of(cmd.program)
+        if cmd.program in SHELLS or cmd.program in ("source", ".") or language is None:
+            self.parse(text, cmd.state.copy(), depth + 1, "payload")
+        else:
+            self.run_code(cmd, language, Word(text, "1" * len(text)), src, cmd.state, depth)
+
+    def xargs_words(self, cmd: Command, words: list[Word], i: int, j: int) -> list[Word] | None:
+        """``xargs``' command with its static input (``echo ~ | xargs rm -rf``) as arguments, or
+        None when the input is only known at run time."""
+        text = cmd.stdin_text
+        if text is None:
+            return None
+        options = words[i + 1 : j]
+        replace: str | None = None
+        delimiter: str | None = None
+        for k, o in enumerate(options):
+            t = o.text
+            if t in ("-I", "--replace") and k + 1 < len(options):
+                replace = options[k + 1].text
+            elif t.startswith("-I") and len(t) > 2:
+                replace = t[2:]
+            elif t.startswith(("-i", "--replace")):
+                replace = t.split("=", 1)[1] if "=" in t else (t[2:] or "{}")
+            elif t in ("-0", "--null"):
+                delimiter = "\0"
+            elif t in ("-d", "--delimiter") and k + 1 < len(options):
+                delimiter = ansi_c(options[k + 1].text)
+            elif t.startswith("-d") and len(t) > 2:
+                delimiter = ansi_c(t[2:])
+            elif t.startswith(("-a", "--arg-file")):
+                return None  # the input is a file
+        command = words[j:] or [Word("echo", "1111")]
+        if replace is not None:
+            lines = [line.strip() for line in text.split("\n") if line.strip()]
+            out: list[Word] = []
+            for w in command:
+                if w.text == replace:
+                    out += [Word(line, "1" * len(line)) for line in lines]
+                elif replace and replace in w.text:
+                    t = w.text.replace(replace, " ".join(lines))
+                    out.append(Word(t, "1" * len(t), w.dynamic, w.sources))
+                else:
+                    out.append(w)
+            return [*words[:j], *out]
+        if delimiter is not None:
+            tokens = [t for t in text.split(delimiter) if t and t != "\n"]
+        else:
+            try:
+                tokens = shlex.split(text)
+            except ValueError:
+                return None
+        return [*words[:j], *command, *(Word(t, "1" * len(t)) for t in tokens)]
 
     def change_dir(self, args: list[Word], st: State) -> None:
         operands = [a for a in args if not (a.text.startswith("-") and len(a.text) > 1)]
@@ -1018,6 +1170,16 @@ class Walker:
                     st.downloads[dst] = st.downloads[s]
         for p in outs:
             st.aliases.setdefault(p, []).extend(fact["paths_raw"])
+        text = _fed_text(cmd) if outs or program == "tee" else None
+        appends = {r["path"] for r in cmd.redirects if r.get("path") and r["op"] == ">>"}
+        targets = outs + (
+            [pathmod.normalize(o, st.cwd, st.home, shell=True) for o in fact["operands"]] if program == "tee" else []
+        )
+        for p in targets:  # static text written to a file that may be run later in the line
+            if text is None:
+                st.scripts.pop(p, None)
+            else:
+                st.scripts[p] = (st.scripts.get(p, "") if p in appends else "") + text
         if program == "chmod":
             pass
 
@@ -1073,6 +1235,9 @@ class Walker:
             self.parse(body, st.copy(), depth + 1, "process-substitution")
             w.add("/dev/fd/63", True)
             w.procsub = True
+            produced = [c for c in self.commands[before:] if c.depth == depth + 1]
+            if raw.startswith("<(") and len(produced) == 1:
+                w.output = _fed_text(produced[0])  # `sh <(echo ...)`: static text
             if raw.startswith(">("):
                 w.readers = [c for c in self.commands[before:] if c.depth == depth + 1]
             w.sources = _unique(c.program for c in self.commands[before:] if c.program)
@@ -1562,23 +1727,60 @@ def _static_output(commands: list[Command], st: State) -> str | None:
         return cmd.state.cwd
     if cmd.program in ("echo", "printf"):
         text = _echo_text(cmd)
-        return text.rstrip("\n") if text is not None and "%" not in text else None
+        return text.rstrip("\n") if text is not None else None
     return None
 
 
-def _echo_text(cmd: Command) -> str | None:
+def _pipe_nodes(n: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The elements of a pipeline, nested pipelines flattened."""
+    out: list[tree_sitter.Node] = []
+    for c in n.named_children:
+        out += _pipe_nodes(c) if c.type == "pipeline" else [c]
+    return out
+
+
+def _fed_text(cmd: Command) -> str | None:
+    """The static text a command prints: ``echo``/``printf`` of static words, ``cat`` of its
+    heredoc or here-string; else None."""
+    if cmd.dynamic or cmd.program not in ("echo", "printf", "cat", "tee"):
+        return None
+    if cmd.program == "tee":
+        return cmd.stdin_text
+    if cmd.program == "cat":
+        rest = [w.text for w in cmd.words[cmd.start + 1 :]]
+        return cmd.stdin_text if all(t.startswith("-") and t != "-" for t in rest) else None
+    return _echo_text(cmd, fed=True)
+
+
+def _echo_text(cmd: Command, fed: bool = False) -> str | None:
+    """What a static ``echo``/``printf`` prints (escapes decoded as ``echo -e`` and ``printf`` do),
+    else None. ``fed``: the text goes to a shell's stdin; an ``echo`` without ``-e`` whose text
+    has a backslash then gives both readings (zsh's and dash's ``echo`` decode by default)."""
     words = cmd.words[cmd.start + 1 :]
     if any(w.dynamic for w in words):
         return None
     texts = [w.text for w in words]
-    while texts and texts[0] in ("-e", "-n", "-E", "-ne", "-en"):
+    if cmd.program == "printf":
+        if texts[:1] == ["--"]:
+            texts = texts[1:]
+        if not texts or texts[0] == "-v":
+            return None
+        return printf_text(texts[0], texts[1:])
+    escapes: bool | None = None
+    newline = True
+    while texts and re.fullmatch(r"-[neE]+", texts[0]):
+        for ch in texts[0][1:]:
+            if ch == "n":
+                newline = False
+            else:
+                escapes = ch == "e"
         texts = texts[1:]
-    if cmd.program == "printf" and texts:
-        fmt, *rest = texts
-        text = fmt.replace("%s", " ").replace("%b", " ") + " " + " ".join(rest)
-    else:
-        text = " ".join(texts)
-    return text.replace("\\n", "\n")
+    text = " ".join(texts)
+    if escapes or (escapes is None and fed and "\\" in text):
+        decoded, stop = echo_escapes(text)
+        newline = newline and not stop
+        text = decoded if escapes else text + "\n" + decoded
+    return text + ("\n" if newline else "")
 
 
 CACHE_ENTRIES = 256
