@@ -128,12 +128,41 @@ TEXT_CASES = [
     ("escapes", "printf '%q' x | sh; printf '%z' 'rm -rf ~' | sh", UNKNOWN, "printf '%d' 5 | cat"),
 ]  # fmt: skip
 
+WORD_CASES = [
+    ("arrays", 'a=(rm -rf /); "${a[@]}"', RM_HOME, 'a=(ls -la /); "${a[@]}"'),
+    ("arrays", "a=(rm -rf /); ${a[0]} -rf /", RM_HOME, "a=(ls -la /); ${a[0]} -la /"),
+    ("arrays", "i=1; a=(ls rm); ${a[i]} -rf ~", RM_HOME, "i=0; a=(ls rm); ${a[i]} -la ~"),
+    ("arrays", "a=(rm); a+=(-rf ~); ${a[@]}", RM_HOME, "a=(ls); a+=(-la ~); ${a[@]}"),
+    ("expansion", "F=.eXv; cat ${F//X/n}", "dotenv-read", "F=.eXv; cat ${F//X/m}"),
+    ("expansion", "v=xhome; rm -rf /${v#x}", RM_HOME, "v=xhome; rm -rf ./${v#x}"),
+    ("expansion", "v=/etc.bak; rm -rf ${v%.*}", RM_HOME, "v=./etc.bak; rm -rf ${v%.*}"),
+    ("expansion", "v=/usr/local/x; rm -rf ${v%%/*}/usr", RM_HOME, "v=./local/x; rm -rf ${v%%/*}/usr"),
+    ("expansion", "v=/tmp; rm -rf ${v/tmp/etc}", RM_HOME, "v=/tmp; rm -rf ${v/tmp/tmp/x}"),
+    ("expansion", "rm -rf ${dir:-~}", RM_HOME, "rm -rf ${dir:-build}"),
+    ("expansion", 'rm -rf "${DIR:-build}"', "rm-outside-workspace", "rm -rf build"),
+    ("expansion", "v=RM; ${v,,} -rf ~", RM_HOME, "v=LS; ${v,,} -la ~"),
+    ("expansion", "v=rm; ${v^^} -rf ~; $(echo ${v^}) x", RM_HOME, "v=ls; ${v^^} -la ~"),
+    ("expansion", "v=xrmx; ${v:1:2} -rf ~", RM_HOME, "v=xlsx; ${v:1:2} -la ~"),
+    ("expansion", "v=rm; w=v; ${!w} -rf ~", RM_HOME, "v=ls; w=v; ${!w} -la ~"),
+    ("arithmetic", "cd /$((0))/.. && rm -rf *", RM_HOME, "cd /tmp/$((1+1)) && rm -rf *"),
+    ("IFS", "IFS=,; c='rm,-rf,/'; $c", RM_HOME, "IFS=,; c='ls,-la,/'; $c"),
+    ("IFS", "IFS=_; c=rm_-rf_/etc; $c", RM_HOME, "IFS=_; c=ls_-la_/etc; $c"),
+    ("functions", 'f(){ rm -rf "$1"; }; f ~', RM_HOME, 'f(){ rm -rf "$1"; }; f build'),
+    ("functions", 'function g { rm -rf "$@"; }; g /etc', RM_HOME, 'function g { rm -rf "$@"; }; g dist'),
+    ("functions", 'f(){ rm -rf "$1"; }', "rm-outside-workspace", "f(){ rm -rf build; }"),
+    ("aliases", "alias x='rm -rf'; x ~", RM_HOME, "alias x='rm -rf'; x build"),
+    ("aliases", "shopt -s expand_aliases; alias p='git push -f'; p origin main", FORCE,
+     "alias p='git push -f'; p origin fix/a"),
+    ("positional", 'set -- rm -rf /; "$@"', RM_HOME, 'set -- ls -la /; "$@"'),
+    ("positional", "sh -c '\"$@\"' _ rm -rf /", RM_HOME, "sh -c '\"$@\"' _ ls -la /"),
+]  # fmt: skip
+
 
 def _cases(cases: list[tuple[str, str, str, str]]) -> list[object]:
     return [pytest.param(bad, rule, benign, id=f"{cls}: {bad}") for cls, bad, rule, benign in cases]
 
 
-@pytest.mark.parametrize(("bad", "rule", "benign"), _cases(GIT_CASES + RUNS_CASES + TEXT_CASES))
+@pytest.mark.parametrize(("bad", "rule", "benign"), _cases(GIT_CASES + RUNS_CASES + TEXT_CASES + WORD_CASES))
 def test_attack_is_caught_and_look_alike_passes(bad: str, rule: str, benign: str) -> None:
     assert rule in shell(bad), bad
     assert shell(benign) - {"prefer-force-with-lease"} == set(), benign
@@ -143,3 +172,18 @@ def test_a_command_git_runs_is_a_payload() -> None:
     facts, _ = parse_command("git -c core.pager='rm -rf ~' log", "/home/ana/p", "/home/ana")
     rm = next(c for c in facts if c["program"] == "rm")
     assert rm["context"] == "payload" and rm["argv"] == ["rm", "-rf", "/home/ana"]
+
+
+def test_static_words_are_computed() -> None:
+    def argv(text: str) -> list[str]:
+        facts, _ = parse_command(text, "/home/ana/p", "/home/ana")
+        return facts[-1]["argv"]
+
+    assert argv("n=2; echo $((n*3+1)) $((7/2)) $((-7%3)) $((1<<4))") == ["echo", "7", "3", "-1", "16"]
+    assert argv("v=abcabc; echo ${v/b/X} ${v//b/X} ${v/#a/X} ${v/%c/X} ${#v} ${v: -2}") == [
+        "echo", "aXcabc", "aXcaXc", "Xbcabc", "abcabX", "6", "bc"
+    ]  # fmt: skip
+    assert argv('a=("x y" z); printf "%s" "${a[@]}"') == ["printf", "%s", "x y", "z"]
+    assert argv("echo ${UNSET_VAR:-x}")[1].startswith("${")  # an environment variable: unknown
+    facts, _ = parse_command("echo $((x+1))", "/home/ana/p", "/home/ana")
+    assert facts[0]["dynamic"]

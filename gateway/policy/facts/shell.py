@@ -13,6 +13,8 @@ Oversized, unparseable or too deeply nested input is reported, not guessed at.
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -294,6 +296,18 @@ class Walker:
         self.home = home
         self.feed: str | None = None
         """Static text the next simple command reads on stdin (``echo ... | xargs``)."""
+        self.called: set[str] = set()
+        """Shell functions called (the others are walked at the end, :meth:`uncalled`)."""
+        self.defined: list[tuple[dict[str, str], int]] = []
+
+    def uncalled(self, state: State) -> None:
+        """Functions defined but never called in the line: their bodies, with unknown arguments."""
+        seen: set[str] = set()
+        for functions, depth in self.defined:
+            for name, body in list(functions.items()):
+                if name not in self.called and name not in seen:
+                    seen.add(name)
+                    self.parse(body, state.copy(), depth, "function")
 
     # ---- entry ----------------------------------------------------------------------------
     def parse(self, text: str, state: State, depth: int, context: str) -> list[Command]:
@@ -384,7 +398,17 @@ class Walker:
             return self.children(n, src, st.copy(), depth, ctx)
         if t == "function_definition":
             body = n.child_by_field_name("body")
-            return self.node(body, src, st.copy(), depth, "function") if body is not None else []
+            name_node = n.child_by_field_name("name")
+            if body is None:
+                return []
+            if name_node is None or not name_node.text:
+                return self.node(body, src, st.copy(), depth, "function")
+            # walked when it is called (with its arguments), or at the end if it never is
+            st.functions[name_node.text.decode("utf-8", "replace")] = src[body.start_byte : body.end_byte].decode(
+                "utf-8", "replace"
+            )
+            self.defined.append((st.functions, depth))
+            return []
         if t in ("for_statement", "select_statement"):
             var = n.child_by_field_name("variable")
             if var is not None:
@@ -400,7 +424,7 @@ class Walker:
                 for token in raw.split():
                     w = Word()
                     unquoted(token, w)
-                    words.extend(self.split(w))
+                    words.extend(self.split(w, st))
                 return self.resolve(Command(words, st, depth, ctx), src, st, depth)
             return self.children(n, src, st, depth, ctx)
         return self.children(n, src, st, depth, ctx)
@@ -461,9 +485,16 @@ class Walker:
                 st.vars[name].extend(self.word(tail, src, st, depth))
             return
         value_node = n.child_by_field_name("value")
+        if value_node is not None and value_node.type == "array":  # `a=(rm -rf /)`
+            items = [x for c in value_node.named_children for x in self.split(self.word(c, src, st, depth), st)]
+            appending = src[n.start_byte : value_node.start_byte].endswith(b"+=")
+            st.arrays[name] = [*(st.arrays.get(name, []) if appending else []), *items]
+            st.vars[name] = st.arrays[name][0] if st.arrays[name] else Word()
+            return
         value = self.word(value_node, src, st, depth) if value_node is not None else Word()
         if name and "[" not in name:
             st.vars[name] = value
+            st.arrays.pop(name, None)
 
     # ---- one simple command ---------------------------------------------------------------
     def command(
@@ -526,7 +557,7 @@ class Walker:
                     raw_words[-1].extend(piece)
                 else:
                     raw_words.append(piece)
-        words = [w for raw in raw_words for w in self.split(raw)]
+        words = [w for raw in raw_words for w in self.split(raw, local)]
         if not words and prefix_assign:
             st.vars.update(local.vars)  # a bare `X=1` keeps X for the rest of the line
             return []
@@ -542,16 +573,21 @@ class Walker:
             self.finish_code(reader, src, reader.depth - 1)
         return out + [r for w in words for r in w.readers]
 
-    def split(self, word: Word) -> list[Word]:
-        """Brace expansion of one word (and field splitting of unquoted substituted text)."""
+    def split(self, word: Word, st: State | None = None) -> list[Word]:
+        """Brace expansion of one word (and field splitting of unquoted substituted text, at the
+        characters of ``IFS`` when the line set it)."""
         if word.dynamic or "0" not in word.mask:
             return [word]
+        ifs = " \t\n"
+        given = st.vars.get("IFS") if st is not None else None
+        if given is not None and not given.dynamic:
+            ifs = given.text
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
             return [
                 Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers, output=word.output)
             ]
-        fields = [f for t, m in expanded for f in field_split(t, m)]
+        fields = [f for t, m in expanded for f in field_split(t, m, ifs)]
         return [
             Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers, output=word.output)
             for t, m in fields
@@ -603,6 +639,16 @@ class Walker:
         words = cmd.words
         i = 0
         out: list[Command] = [cmd]
+        head = words[0] if words else None
+        if head is not None and head.text in st.shell_aliases and "1" not in head.mask and not head.dynamic:
+            # `alias x='rm -rf'; x ~`: bash expands it only with expand_aliases (interactive
+            # shells, zsh); read conservatively as expanded
+            line = Word(st.shell_aliases[head.text], "1" * len(st.shell_aliases[head.text]))
+            for arg in words[1:]:
+                quoted = shlex.quote(arg.text)
+                line.add(" ", True)
+                line.extend(Word(quoted, "1" * len(quoted), arg.dynamic, arg.sources))
+            out += self.payload(cmd, line, src, st, depth)
         while i < len(words):
             w = words[i]
             if w.dynamic:
@@ -725,6 +771,29 @@ class Walker:
                     joined.add(" ", True)
                 joined.extend(arg)
             out += self.payload(cmd, joined, src, st, depth)
+        elif program == "alias":
+            for arg in args:
+                name, eq, value = arg.text.partition("=")
+                if eq and name and not arg.dynamic:
+                    st.shell_aliases[name] = value
+        elif program == "set" and not cmd.dynamic:
+            texts = [a.text for a in args]
+            if "--" in texts or (args and not texts[0].startswith(("-", "+"))):
+                given = args[texts.index("--") + 1 :] if "--" in texts else args
+                for key in [key for key in st.vars if key.isdigit() and key != "0"]:
+                    del st.vars[key]
+                st.vars.update({str(k + 1): a for k, a in enumerate(given)})
+                st.arrays["@"] = list(given)
+        elif (
+            cmd.start < len(words)
+            and (called := words[cmd.start].text) in st.functions
+            and "1" not in words[cmd.start].mask
+        ):
+            self.called.add(called)  # `f(){ rm -rf "$1"; }; f ~`: the body with its arguments
+            positional = {"0": words[cmd.start], **{str(k + 1): a for k, a in enumerate(args)}}
+            out += self.payload(
+                cmd, Word(st.functions[called], "1" * len(st.functions[called])), src, st, depth, positional
+            )
         elif program in ("cd", "pushd") and cmd.context != "substitution":
             self.change_dir(args, st)
         elif program == "git":
@@ -760,6 +829,10 @@ class Walker:
         inner = st.copy()
         if positional is not None:
             inner.vars = {k: v for k, v in inner.vars.items() if not k.isdigit()} | positional
+            inner.arrays = {
+                **inner.arrays,
+                "@": [positional[str(k)] for k in range(1, len(positional)) if str(k) in positional],
+            }
         return self.parse(script.text, inner, depth + 1, "payload")
 
     def run_code(self, cmd: Command, language: str, code: Word, src: bytes, st: State, depth: int) -> list[Command]:
@@ -1204,6 +1277,12 @@ class Walker:
                     double_quoted(c.text.decode("utf-8", "replace") if c.text else "", w)
                 else:
                     inner = self.word(c, src, st, depth)
+                    if not inner.dynamic and _ALL_ITEMS.match(
+                        src[c.start_byte : c.end_byte].decode("utf-8", "replace")
+                    ):
+                        w.extend(inner)  # `"${a[@]}"`, `"$@"`: one word per item
+                        pos = c.end_byte
+                        continue
                     w.extend(
                         Word(
                             inner.text, "1" * len(inner.text), inner.dynamic, inner.sources, inner.procsub, inner.fixed
@@ -1251,8 +1330,12 @@ class Walker:
             if n.end_byte > pos:
                 unquoted(src[pos : n.end_byte].decode("utf-8", "replace"), w)
         elif t == "arithmetic_expansion":
-            w.add(raw, True)
-            w.dynamic = True
+            value = _arithmetic(raw[3:-2] if raw.startswith("$((") else "", st)
+            if value is not None:  # `$((1+2))` with literals and static variables
+                w.add(value, False)
+            else:
+                w.add(raw, True)
+                w.dynamic = True
         elif t == "brace_expression":
             w.add(raw, False)
         else:
@@ -1274,6 +1357,11 @@ class Walker:
         return src[named[0].start_byte : named[-1].end_byte].decode("utf-8", "replace")
 
     def expansion(self, n: tree_sitter.Node, raw: str, st: State, w: Word) -> None:
+        if raw in ("$@", "$*") or (raw.startswith("${") and raw.endswith("}")):
+            got = _parameter(raw[2:-1] if raw.startswith("${") else raw[1:], st)
+            if got is not None:
+                w.extend(got)
+                return
         name = ""
         for c in n.named_children:
             if c.type in ("variable_name", "special_variable_name"):
@@ -1532,6 +1620,229 @@ def _record_config(rest: list[str], words: list[Word], st: State) -> None:
         return
     value = operands[1]
     st.gitconfig[key] = value
+
+
+_ALL_ITEMS = re.compile(r"^\$(@|\*|\{@\}|\{\*\}|\{[A-Za-z_]\w*\[[@*]\]\})$")
+"""``"$@"``, ``"${a[@]}"``: quoted, still one word per item."""
+_PARAM = re.compile(r"^(#)?(!)?([A-Za-z_]\w*|[0-9]+|[@*])(?:\[([^\]]*)\])?(.*)$", re.S)
+_MAX_VALUE = 512
+
+
+def _plain(text: str) -> Word:
+    return Word(text, "0" * len(text))
+
+
+def _operand(text: str, st: State) -> tuple[str, bool] | None:
+    """A parameter-expansion operand that is static text: (text, quoted); None otherwise."""
+    if "$" in text or "`" in text:
+        return None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]:
+        return text[1:-1], True
+    if any(c in text for c in "'\"\\"):
+        return None
+    if text == "~" or text.startswith("~/"):
+        return st.home + text[1:], False
+    return text, False
+
+
+def _pattern(text: str, st: State) -> re.Pattern[str] | None:
+    got = _operand(text, st)
+    if got is None:
+        return None
+    body, quoted = got
+    return re.compile(re.escape(body) + r"\Z" if quoted else fnmatch.translate(body), re.S)
+
+
+def _parameter(body: str, st: State) -> Word | None:
+    """``${...}`` with static operands (``${v/a/b}``, ``${v#x}``, ``${v:-d}``, ``${v^^}``,
+    ``${v:1:3}``, ``${#v}``, ``${!v}``, ``${a[0]}``, ``${a[@]}``, ``$@``), or None (then the
+    plain lookup or dynamic). A name the line did not set is unknown, except a lower-case one
+    (not an environment variable), which is unset."""
+    m = _PARAM.match(body)
+    if m is None:
+        return None
+    length, indirect, name, index, op = m.groups()
+    if not (length or indirect or index is not None or op or name in ("@", "*")):
+        return None  # `${name}`: the plain lookup
+    if indirect:
+        ref = st.vars.get(name)
+        if index is not None or ref is None or ref.dynamic or not re.fullmatch(r"[A-Za-z_]\w*", ref.text):
+            return None
+        name = ref.text
+    if name in ("@", "*") or index in ("@", "*"):
+        items = st.arrays.get("@" if name in ("@", "*") else name)
+        if items is None or op or any(x.dynamic for x in items):
+            return None
+        if length:
+            return _plain(str(len(items)))
+        out = Word()
+        for k, x in enumerate(items):
+            if k:
+                out.add(" ", False)
+            out.add(x.text, True)
+        return out
+    value: Word | None
+    if index is not None:
+        at = _arithmetic(index, st) if name in st.arrays else None
+        if at is not None and int(at) >= 0:
+            items = st.arrays[name]
+            value = items[int(at)] if int(at) < len(items) else Word()
+        elif index.strip() == "0":
+            value = st.vars.get(name)
+        else:
+            return None
+    else:
+        value = st.vars.get(name)
+        if value is None and name == "HOME":
+            value = Word(st.home, "1" * len(st.home))
+    if value is not None and value.dynamic:
+        return None
+    unset_known = value is None and any(c.islower() for c in name)
+    if length:
+        return _plain(str(len(value.text))) if value is not None and not op else None
+    if not op:
+        return _plain(value.text) if value is not None else None
+    m2 = re.match(r"^(:?)([-=+?])(.*)$", op, re.S)
+    if m2:
+        colon, kind, given = m2.groups()
+        if value is None and not unset_known:
+            return None
+        empty = value is None or (colon == ":" and value.text == "")
+        arg = _operand(given, st)
+        if kind in "-=":
+            if not empty and value is not None:
+                return _plain(value.text)
+            if arg is None:
+                return None
+            if kind == "=":
+                st.vars[name] = Word(arg[0], "1" * len(arg[0]))
+            return Word(arg[0], ("1" if arg[1] else "0") * len(arg[0]))
+        if kind == "+":
+            return _plain("") if empty else (Word(arg[0], "0" * len(arg[0])) if arg is not None else None)
+        return None if empty or value is None else _plain(value.text)
+    if value is None or len(value.text) > _MAX_VALUE:
+        return None
+    text = value.text
+    m2 = re.match(r"^(##?|%%?)(.*)$", op, re.S)
+    if m2:
+        rx = _pattern(m2.group(2), st)
+        if rx is None:
+            return None
+        cuts = range(len(text) + 1) if len(m2.group(1)) == 1 else range(len(text), -1, -1)
+        for k in cuts:
+            if m2.group(1)[0] == "#" and rx.match(text[:k]):
+                return _plain(text[k:])
+            if m2.group(1)[0] == "%" and rx.match(text[len(text) - k :]):
+                return _plain(text[: len(text) - k])
+        return _plain(text)
+    m2 = re.match(r"^/([/#%]?)((?:\\.|[^/])*)(?:/(.*))?$", op, re.S)
+    if m2:
+        mode, pat, rep = m2.group(1), m2.group(2), m2.group(3) or ""
+        rx = _pattern(pat, st) if pat else None
+        got = _operand(rep, st) if rep else ("", False)
+        if (pat and rx is None) or got is None or len(text) > 128:
+            return None
+        if rx is None:
+            return _plain(text)
+        out_text, k = "", 0
+        while k < len(text):
+            if mode == "#" and k > 0:
+                break
+            ends = [len(text)] if mode == "%" else range(len(text), k, -1)
+            hit = next((e for e in ends if rx.match(text[k:e])), None)
+            if hit is not None:
+                out_text += got[0]
+                if mode != "/":
+                    return _plain(out_text + text[hit:])
+                k = hit
+                continue
+            out_text += text[k]
+            k += 1
+        return _plain(out_text + text[k:])
+    if op in ("^^", "^", ",,", ","):
+        if op == "^^":
+            return _plain(text.upper())
+        if op == ",,":
+            return _plain(text.lower())
+        return _plain((text[:1].upper() if op == "^" else text[:1].lower()) + text[1:])
+    m2 = re.match(r"^:\s*\(?\s*(-?\d+)\s*\)?\s*(?::\s*\(?\s*(-?\d+)\s*\)?\s*)?$", op)
+    if m2:
+        off = int(m2.group(1))
+        off = len(text) + off if off < 0 else off
+        if off < 0 or off > len(text):
+            return _plain("")
+        if m2.group(2) is None:
+            return _plain(text[off:])
+        size = int(m2.group(2))
+        end = off + size if size >= 0 else len(text) + size
+        return _plain(text[off:end]) if end >= off else None
+    return None
+
+
+_ARITH_REJECT = ("&&", "||", "?", "=", "++", "--", ",", "[", "$(")
+
+
+def _arithmetic(expr: str, st: State) -> str | None:
+    """``$((expr))`` with integer literals and variables set earlier to integers; else None."""
+    if len(expr) > 200 or any(r in expr for r in _ARITH_REJECT):
+        return None
+
+    def var(m: re.Match[str]) -> str:
+        value = st.vars.get(m.group(1) or m.group(2) or "")
+        if value is None or value.dynamic or not re.fullmatch(r"\s*-?\d+\s*", value.text):
+            raise ValueError(m.group())
+        return "(" + value.text.strip() + ")"
+
+    try:
+        text = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|\b([A-Za-z_]\w*)\b", var, expr)
+        if re.search(r"(?<![\w.])0\d", text):
+            return None  # octal
+        return str(_arith(ast.parse(text.strip(), mode="eval").body))
+    except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+
+
+def _arith(node: ast.expr) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        v = _arith(node.operand)
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Invert):
+            return ~v
+        if isinstance(node.op, ast.Not):
+            return int(not v)
+    if isinstance(node, ast.BinOp):
+        a, b = _arith(node.left), _arith(node.right)
+        op = node.op
+        if isinstance(op, ast.Add):
+            return a + b
+        if isinstance(op, ast.Sub):
+            return a - b
+        if isinstance(op, ast.Mult):
+            return a * b
+        if isinstance(op, ast.Div | ast.FloorDiv):
+            q = abs(a) // abs(b)
+            return q if (a >= 0) == (b >= 0) else -q
+        if isinstance(op, ast.Mod):
+            r = abs(a) % abs(b)
+            return r if a >= 0 else -r
+        if isinstance(op, ast.Pow) and 0 <= b <= 64:
+            return int(a**b)
+        if isinstance(op, ast.LShift) and 0 <= b <= 63:
+            return a << b
+        if isinstance(op, ast.RShift) and 0 <= b <= 63:
+            return a >> b
+        if isinstance(op, ast.BitAnd):
+            return a & b
+        if isinstance(op, ast.BitOr):
+            return a | b
+        if isinstance(op, ast.BitXor):
+            return a ^ b
+    raise ValueError("not arithmetic")
 
 
 def _escaped_tail(src: bytes, pos: int) -> bytes:
@@ -1817,6 +2128,7 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
     state = State(cwd=cwd, home=home, vars={})
     try:
         walker.parse(text, state, 0, "")
+        walker.uncalled(state)
     except RecursionError:
         walker.unparsed.append("too-deep")
     except ValueError:

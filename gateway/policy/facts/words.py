@@ -151,14 +151,15 @@ def _escaped(raw: str, word: Word, escapable: frozenset[str] | None, *, quoted: 
         word.add(raw[start:], quoted)
 
 
-def field_split(text: str, mask: str) -> list[tuple[str, str]]:
-    """Split at unquoted blanks, which only substituted values can bring (``${IFS}``, ``$X``)."""
-    if " " not in text and "\t" not in text and "\n" not in text:
+def field_split(text: str, mask: str, ifs: str = " \t\n") -> list[tuple[str, str]]:
+    """Split at unquoted ``ifs`` characters (blanks by default), which only substituted values
+    can bring (``${IFS}``, ``$X``)."""
+    if not any(c in text for c in ifs):
         return [(text, mask)] if text else []
     out: list[tuple[str, str]] = []
     start = None
     for i, (c, m) in enumerate(zip(text, mask, strict=True)):
-        blank = m == "0" and c in " \t\n"
+        blank = m == "0" and c in ifs
         if blank and start is not None:
             out.append((text[start:i], mask[start:i]))
             start = None
