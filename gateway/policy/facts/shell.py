@@ -1028,11 +1028,16 @@ class Walker:
             if not top.operands:
                 return []
             at = top.operands[0]
-            sub = texts[at].lower()
             base = self.git_expand(cmd, args[at:], top.values.get("-c", []))
+            sub = base[0].text.lower()
+            if sub not in _GIT_RUNS_SUBS:
+                return []
             texts = [w.text for w in base]
+        lowered = {t.lower() for t in texts}
         for row in programs.table().get(program, ()):
             spec = row.spec
+            if spec.sub and spec.sub[0] not in lowered:
+                continue  # cheap: the row's subcommand is not even a word
             rest = base[1:] if program == "git" else base
             parsed = opts.parse([w.text for w in rest], row.parse_spec)
             operand_words = [rest[k] for k in parsed.operands]
@@ -1537,6 +1542,7 @@ class Walker:
 
 _RUNS = frozenset(name for name, rows in programs.table().items() if any(r.spec.runs for r in rows))
 """Programs with a ``runs`` row in the program table."""
+_GIT_RUNS_SUBS = frozenset(r.spec.sub[0] for r in programs.table().get("git", ()) if r.spec.runs and r.spec.sub)
 _JOINS = frozenset({("ssh", ""), ("parallel", ""), ("git", "submodule")})
 """Programs that join the words of the command they run into one shell line."""
 _SHORT_ALIAS = {("git", "rebase", "--exec"): "-x"}

@@ -154,7 +154,10 @@ def _escaped(raw: str, word: Word, escapable: frozenset[str] | None, *, quoted: 
 def field_split(text: str, mask: str, ifs: str = " \t\n") -> list[tuple[str, str]]:
     """Split at unquoted ``ifs`` characters (blanks by default), which only substituted values
     can bring (``${IFS}``, ``$X``)."""
-    if not any(c in text for c in ifs):
+    if ifs == " \t\n":
+        if " " not in text and "\t" not in text and "\n" not in text:
+            return [(text, mask)] if text else []
+    elif not any(c in text for c in ifs):
         return [(text, mask)] if text else []
     out: list[tuple[str, str]] = []
     start = None
