@@ -127,7 +127,8 @@ SHELL_CASES = [
     ("indirection", "T=/; rm -rf $T", "rm-root-home-system", "T=./build; rm -rf $T"),
     ("indirection", 'eval "rm -rf /"', "rm-root-home-system", 'eval "echo rm -rf /"'),
     ("indirection", "bash -c 'sh -c \"rm -rf ~\"'", "rm-root-home-system", "bash -c 'sh -c \"echo rm -rf ~\"'"),
-    ("indirection", "echo / | xargs rm -rf", "rm-outside-workspace", "echo build | xargs echo rm -rf"),
+    ("indirection", "echo / | xargs rm -rf", "rm-root-home-system", "echo build | xargs echo rm -rf"),
+    ("indirection", "ls | xargs rm -rf", "rm-outside-workspace", "ls | xargs echo rm -rf"),
     ("indirection", "cd / && rm -rf *", "rm-root-home-system", "cd /home/ana/payments/out && rm -rf *"),
     ("indirection", "cd ~ && rm -rf .", "rm-root-home-system", "cd ~/payments && ls ."),
     (

@@ -13,6 +13,8 @@ Oversized, unparseable or too deeply nested input is reported, not guessed at.
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -30,7 +32,17 @@ from gateway.policy.facts import effects as effectmod
 from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import options as opts
 from gateway.policy.facts import paths as pathmod
-from gateway.policy.facts.words import Word, ansi_c, brace_expand, double_quoted, field_split, unquoted
+from gateway.policy.facts import programs
+from gateway.policy.facts.words import (
+    Word,
+    ansi_c,
+    brace_expand,
+    double_quoted,
+    echo_escapes,
+    field_split,
+    printf_text,
+    unquoted,
+)
 
 MAX_BYTES = 65536
 """Longer commands are not parsed (``unparsed`` with reason ``too-large``)."""
@@ -183,9 +195,31 @@ class State:
     aliases: dict[str, list[str]] = field(default_factory=dict)
     downloads: dict[str, str] = field(default_factory=dict)
     """Paths written by a downloader -> that downloader."""
+    gitconfig: dict[str, Word] = field(default_factory=dict)
+    """``git config KEY VALUE`` run earlier in the line (keys lower case)."""
+    scripts: dict[str, str] = field(default_factory=dict)
+    """Paths written earlier in the line with static text (``echo ... > f``, ``cat > f <<EOF``)."""
+    functions: dict[str, str] = field(default_factory=dict)
+    """Shell functions defined earlier in the line -> their body."""
+    shell_aliases: dict[str, str] = field(default_factory=dict)
+    """``alias NAME=VALUE`` run earlier in the line."""
+    arrays: dict[str, list[Word]] = field(default_factory=dict)
+    """Arrays (``a=(...)``; ``@`` holds the positional parameters after ``set --``)."""
 
     def copy(self) -> State:
-        return State(self.cwd, self.home, dict(self.vars), self.branch, self.aliases, self.downloads)
+        return State(
+            self.cwd,
+            self.home,
+            dict(self.vars),
+            self.branch,
+            self.aliases,
+            self.downloads,
+            self.gitconfig,
+            self.scripts,
+            self.functions,
+            self.shell_aliases,
+            dict(self.arrays),
+        )
 
 
 @dataclass
@@ -211,6 +245,12 @@ class Command:
 
     implied: str = ""
     """The program run when none is named (``sudo -s`` runs a shell)."""
+
+    env: dict[str, Word] = field(default_factory=dict)
+    """Assignments given to ``env`` (``env GIT_SSH_COMMAND=... git fetch``)."""
+
+    out_readers: list[Command] = field(default_factory=list)
+    """Commands of an output process substitution this command's stdout goes to (``> >(sh)``)."""
 
     resolved: str | None = None
     """``program``, once the wrappers are resolved."""
@@ -254,6 +294,20 @@ class Walker:
         self.commands: list[Command] = []
         self.unparsed: list[str] = []
         self.home = home
+        self.feed: str | None = None
+        """Static text the next simple command reads on stdin (``echo ... | xargs``)."""
+        self.called: set[str] = set()
+        """Shell functions called (the others are walked at the end, :meth:`uncalled`)."""
+        self.defined: list[tuple[dict[str, str], int]] = []
+
+    def uncalled(self, state: State) -> None:
+        """Functions defined but never called in the line: their bodies, with unknown arguments."""
+        seen: set[str] = set()
+        for functions, depth in self.defined:
+            for name, body in list(functions.items()):
+                if name not in self.called and name not in seen:
+                    seen.add(name)
+                    self.parse(body, state.copy(), depth, "function")
 
     # ---- entry ----------------------------------------------------------------------------
     def parse(self, text: str, state: State, depth: int, context: str) -> list[Command]:
@@ -285,6 +339,35 @@ class Walker:
         if t == "redirected_statement":
             body = n.child_by_field_name("body")
             redirs = [c for c in n.children if c is not body and c.type.endswith("redirect")]
+            rest: list[tree_sitter.Node] = []
+            after: list[tree_sitter.Node] = []
+            for r in redirs if b"<<" in src[n.start_byte : n.end_byte] else []:
+                if r.type != "heredoc_redirect":
+                    continue
+                # the grammar puts what follows `cmd <<EOF` on the same line inside the heredoc
+                # redirect: more redirects, the rest of the pipeline, the rest of a list
+                right = {x.id for x in r.children_by_field_name("right")}
+                for part in r.named_children:
+                    if part.type.endswith("redirect"):
+                        redirs.append(part)
+                    elif part.type in ("heredoc_start", "heredoc_body", "heredoc_end"):
+                        continue
+                    elif part.type == "pipeline" and part.id not in right and not rest:
+                        rest = _pipe_nodes(part)
+                    else:
+                        after.append(part)
+            if rest or after:
+                first = (
+                    self.command(body, src, st, depth, ctx, redirs)
+                    if body is not None and body.type == "command"
+                    else self.node(body, src, st, depth, ctx)
+                    if body is not None
+                    else []
+                )
+                found = self.pipe(rest, src, st, depth, ctx, first) if rest else first
+                for a in after:
+                    found += self.node(a, src, st, depth, ctx)
+                return found
             if body is not None and body.type == "command":
                 return self.command(body, src, st, depth, ctx, redirs)
             inner = self.node(body, src, st, depth, ctx) if body is not None else []
@@ -315,7 +398,17 @@ class Walker:
             return self.children(n, src, st.copy(), depth, ctx)
         if t == "function_definition":
             body = n.child_by_field_name("body")
-            return self.node(body, src, st.copy(), depth, "function") if body is not None else []
+            name_node = n.child_by_field_name("name")
+            if body is None:
+                return []
+            if name_node is None or not name_node.text:
+                return self.node(body, src, st.copy(), depth, "function")
+            # walked when it is called (with its arguments), or at the end if it never is
+            st.functions[name_node.text.decode("utf-8", "replace")] = src[body.start_byte : body.end_byte].decode(
+                "utf-8", "replace"
+            )
+            self.defined.append((st.functions, depth))
+            return []
         if t in ("for_statement", "select_statement"):
             var = n.child_by_field_name("variable")
             if var is not None:
@@ -331,7 +424,7 @@ class Walker:
                 for token in raw.split():
                     w = Word()
                     unquoted(token, w)
-                    words.extend(self.split(w))
+                    words.extend(self.split(w, st))
                 return self.resolve(Command(words, st, depth, ctx), src, st, depth)
             return self.children(n, src, st, depth, ctx)
         return self.children(n, src, st, depth, ctx)
@@ -351,9 +444,22 @@ class Walker:
         return out
 
     def pipeline(self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str) -> list[Command]:
-        elements: list[list[Command]] = []
-        for c in n.named_children:
+        return self.pipe(n.named_children, src, st, depth, ctx)
+
+    def pipe(
+        self,
+        nodes: list[tree_sitter.Node],
+        src: bytes,
+        st: State,
+        depth: int,
+        ctx: str,
+        first: list[Command] | None = None,
+    ) -> list[Command]:
+        elements: list[list[Command]] = [first] if first is not None else []
+        for c in nodes:
+            self.feed = _fed_text(elements[-1][0]) if elements and len(elements[-1]) == 1 else None
             elements.append(self.node(c, src, st.copy() if elements else st, depth, ctx))
+            self.feed = None
         out: list[Command] = []
         for i, element in enumerate(elements):
             upstream = [cmd for e in elements[:i] for cmd in e]
@@ -362,8 +468,8 @@ class Walker:
             for cmd in element:
                 cmd.stdin_from = _unique([*cmd.stdin_from, *feeders])
                 cmd.stdout_to = _unique([*cmd.stdout_to, *(d.program for d in downstream if d.program)])
-                if i > 0 and len(elements[i - 1]) == 1 and elements[i - 1][0].program in ("echo", "printf"):
-                    cmd.stdin_text = _echo_text(elements[i - 1][0])
+                if i > 0 and len(elements[i - 1]) == 1 and cmd.stdin_text is None:
+                    cmd.stdin_text = _fed_text(elements[i - 1][0])
             out += element
         for cmd in out:
             self.finish_code(cmd, src, depth)
@@ -379,14 +485,22 @@ class Walker:
                 st.vars[name].extend(self.word(tail, src, st, depth))
             return
         value_node = n.child_by_field_name("value")
+        if value_node is not None and value_node.type == "array":  # `a=(rm -rf /)`
+            items = [x for c in value_node.named_children for x in self.split(self.word(c, src, st, depth), st)]
+            appending = src[n.start_byte : value_node.start_byte].endswith(b"+=")
+            st.arrays[name] = [*(st.arrays.get(name, []) if appending else []), *items]
+            st.vars[name] = st.arrays[name][0] if st.arrays[name] else Word()
+            return
         value = self.word(value_node, src, st, depth) if value_node is not None else Word()
         if name and "[" not in name:
             st.vars[name] = value
+            st.arrays.pop(name, None)
 
     # ---- one simple command ---------------------------------------------------------------
     def command(
         self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, redirs: list[tree_sitter.Node]
     ) -> list[Command]:
+        feed, self.feed = self.feed, None
         local = st.copy()
         args: list[tree_sitter.Node] = []
         prefix_assign = False
@@ -443,23 +557,41 @@ class Walker:
                     raw_words[-1].extend(piece)
                 else:
                     raw_words.append(piece)
-        words = [w for raw in raw_words for w in self.split(raw)]
+        words = [w for raw in raw_words for w in self.split(raw, local)]
         if not words and prefix_assign:
             st.vars.update(local.vars)  # a bare `X=1` keeps X for the rest of the line
             return []
         cmd = Command(words, local if prefix_assign else st, depth, ctx)
+        cmd.stdin_text = feed
         self.redirections(redirs, src, st, depth, cmd)
-        return self.resolve(cmd, src, st, depth) + [r for w in words for r in w.readers]
+        out = self.resolve(cmd, src, st, depth)
+        printed = _fed_text(cmd) if cmd.out_readers else None
+        for reader in cmd.out_readers:  # `echo ... > >(sh)`
+            reader.stdin_from = _unique([*reader.stdin_from, cmd.program])
+            if reader.stdin_text is None:
+                reader.stdin_text = printed
+            self.finish_code(reader, src, reader.depth - 1)
+        return out + [r for w in words for r in w.readers]
 
-    def split(self, word: Word) -> list[Word]:
-        """Brace expansion of one word (and field splitting of unquoted substituted text)."""
+    def split(self, word: Word, st: State | None = None) -> list[Word]:
+        """Brace expansion of one word (and field splitting of unquoted substituted text, at the
+        characters of ``IFS`` when the line set it)."""
         if word.dynamic or "0" not in word.mask:
             return [word]
+        ifs = " \t\n"
+        given = st.vars.get("IFS") if st is not None else None
+        if given is not None and not given.dynamic:
+            ifs = given.text
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
-            return [Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers)]
-        fields = [f for t, m in expanded for f in field_split(t, m)]
-        return [Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers) for t, m in fields]
+            return [
+                Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers, output=word.output)
+            ]
+        fields = [f for t, m in expanded for f in field_split(t, m, ifs)]
+        return [
+            Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers, output=word.output)
+            for t, m in fields
+        ]
 
     def redirections(self, redirs: list[tree_sitter.Node], src: bytes, st: State, depth: int, cmd: Command) -> None:
         for r in redirs:
@@ -480,7 +612,7 @@ class Walker:
                     cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else None
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
-                elif c.type not in ("heredoc_start", "heredoc_end") and target is None:
+                elif r.type != "heredoc_redirect" and c.type not in ("heredoc_start", "heredoc_end") and target is None:
                     target = self.word(c, src, st, depth)
             if r.type == "herestring_redirect" and target is not None:
                 cmd.stdin_text = None if target.dynamic else target.text
@@ -496,6 +628,10 @@ class Walker:
                 entry["path"] = pathmod.normalize(text, st.cwd, st.home, shell=True)
             if target is not None and target.procsub and op.startswith("<"):
                 cmd.stdin_from = _unique([*cmd.stdin_from, *target.sources])
+                if target.output is not None:
+                    cmd.stdin_text = target.output  # `sh < <(echo ...)`
+            if target is not None and target.procsub and op.startswith(">"):
+                cmd.out_readers += target.readers
             cmd.redirects.append(entry)
 
     # ---- wrappers, payloads ---------------------------------------------------------------
@@ -503,6 +639,16 @@ class Walker:
         words = cmd.words
         i = 0
         out: list[Command] = [cmd]
+        head = words[0] if words else None
+        if head is not None and head.text in st.shell_aliases and "1" not in head.mask and not head.dynamic:
+            # `alias x='rm -rf'; x ~`: bash expands it only with expand_aliases (interactive
+            # shells, zsh); read conservatively as expanded
+            line = Word(st.shell_aliases[head.text], "1" * len(st.shell_aliases[head.text]))
+            for arg in words[1:]:
+                quoted = shlex.quote(arg.text)
+                line.add(" ", True)
+                line.extend(Word(quoted, "1" * len(quoted), arg.dynamic, arg.sources))
+            out += self.payload(cmd, line, src, st, depth)
         while i < len(words):
             w = words[i]
             if w.dynamic:
@@ -537,6 +683,9 @@ class Walker:
                     j += 1
                     break
                 if name == "env" and "=" in a and not a.startswith("-"):
+                    key, _, value = a.partition("=")
+                    w_value = words[j]
+                    cmd.env[key] = Word(value, w_value.mask[len(key) + 1 :], w_value.dynamic, w_value.sources)
                     j += 1
                     continue
                 if name == "nice" and a[:1] == "-" and a[1:].lstrip("-").isdigit():
@@ -592,7 +741,15 @@ class Walker:
                 i = len(words)
                 break
             if name == "xargs":
-                cmd.dynamic = True
+                fed = self.xargs_words(cmd, words, i, j)
+                if fed is None:
+                    cmd.dynamic = True
+                else:
+                    given = words[j:]
+                    words = cmd.words = fed
+                    if given and program_name(given[0].text) in SHELLS and re.fullmatch(r"-[a-z]*c", given[-1].text):
+                        text = cmd.stdin_text or ""  # `... | xargs sh -c`: the input is the script
+                        out += self.payload(cmd, Word(text, "1" * len(text)), src, st, depth)
             i = j
         cmd.start = i
         if cmd.resolved is None and i >= len(words) and cmd.wrappers and cmd.wrappers[-1] in _PRIVILEGE:
@@ -614,16 +771,43 @@ class Walker:
                     joined.add(" ", True)
                 joined.extend(arg)
             out += self.payload(cmd, joined, src, st, depth)
+        elif program == "alias":
+            for arg in args:
+                name, eq, value = arg.text.partition("=")
+                if eq and name and not arg.dynamic:
+                    st.shell_aliases[name] = value
+        elif program == "set" and not cmd.dynamic:
+            texts = [a.text for a in args]
+            if "--" in texts or (args and not texts[0].startswith(("-", "+"))):
+                given = args[texts.index("--") + 1 :] if "--" in texts else args
+                for key in [key for key in st.vars if key.isdigit() and key != "0"]:
+                    del st.vars[key]
+                st.vars.update({str(k + 1): a for k, a in enumerate(given)})
+                st.arrays["@"] = list(given)
+        elif (
+            cmd.start < len(words)
+            and (called := words[cmd.start].text) in st.functions
+            and "1" not in words[cmd.start].mask
+        ):
+            self.called.add(called)  # `f(){ rm -rf "$1"; }; f ~`: the body with its arguments
+            positional = {"0": words[cmd.start], **{str(k + 1): a for k, a in enumerate(args)}}
+            out += self.payload(
+                cmd, Word(st.functions[called], "1" * len(st.functions[called])), src, st, depth, positional
+            )
         elif program in ("cd", "pushd") and cmd.context != "substitution":
             self.change_dir(args, st)
-        elif program == "git" and not cmd.dynamic:
-            self.git_state(cmd, args, st)
+        elif program == "git":
+            if not cmd.dynamic:
+                self.git_state(cmd, args, st)
+            out += self.git_runs(cmd, args, src, st, depth)
         elif program == "find":
             out += self.find_exec(cmd, args, src, st, depth)
         elif (language := codemod.language_of(program)) is not None:
             inline = _inline_code(language, args)
             if inline is not None:
                 out += self.run_code(cmd, language, inline, src, st, depth)
+        if program in _RUNS:
+            out += self.runs(cmd, program, args, src, st, depth)
         self.build(cmd)
         self.commands.append(cmd)
         self.finish_code(cmd, src, depth)
@@ -645,6 +829,10 @@ class Walker:
         inner = st.copy()
         if positional is not None:
             inner.vars = {k: v for k, v in inner.vars.items() if not k.isdigit()} | positional
+            inner.arrays = {
+                **inner.arrays,
+                "@": [positional[str(k)] for k in range(1, len(positional)) if str(k) in positional],
+            }
         return self.parse(script.text, inner, depth + 1, "payload")
 
     def run_code(self, cmd: Command, language: str, code: Word, src: bytes, st: State, depth: int) -> list[Command]:
@@ -677,7 +865,9 @@ class Walker:
             reads_stdin = script_at is None and program not in ("source", ".") and not _has_inline_code(program, args)
             if script_at is not None:
                 w = argw[script_at]
-                if w.procsub:
+                if w.procsub and w.output is not None:
+                    self.run_script(cmd, w.output, src, depth)
+                elif w.procsub:
                     cmd.code_from = _unique([*cmd.code_from, *w.sources])
                 elif w.text in ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"):
                     reads_stdin = True
@@ -685,13 +875,16 @@ class Walker:
                     target = pathmod.normalize(w.text, cmd.state.cwd, cmd.state.home, shell=True)
                     if target in cmd.state.downloads:
                         cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+                    if target in cmd.state.scripts:  # `echo ... > f.sh && bash f.sh`
+                        self.run_script(cmd, cmd.state.scripts[target], src, depth)
             for k, a in enumerate(args[:-1]):
                 if a in _INLINE_FLAGS or (
                     a.startswith("-") and not a.startswith("--") and a[-1:] in "ce" and len(a) <= 4
                 ):
                     cmd.code_from = _unique([*cmd.code_from, *argw[k + 1].sources])
-            if reads_stdin:
+            if reads_stdin and (cmd.stdin_text is None or not (program in SHELLS or codemod.language_of(program))):
                 cmd.code_from = _unique([*cmd.code_from, *cmd.stdin_from])
+            if reads_stdin:
                 if cmd.stdin_text is not None and program in SHELLS and not cmd.fact.get("_stdin_parsed"):
                     cmd.fact["_stdin_parsed"] = True
                     self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
@@ -706,11 +899,76 @@ class Walker:
             target = pathmod.normalize(cmd.words[cmd.start].text, cmd.state.cwd, cmd.state.home, shell=True)
             if "/" in cmd.words[cmd.start].text and target in cmd.state.downloads:
                 cmd.code_from = _unique([*cmd.code_from, cmd.state.downloads[target]])
+            if "/" in cmd.words[cmd.start].text and target in cmd.state.scripts:  # `chmod +x f && ./f`
+                self.run_script(cmd, cmd.state.scripts[target], src, depth)
+
+        if program in ("at", "batch") and cmd.stdin_text is not None and not cmd.fact.get("_stdin_parsed"):
+            cmd.fact["_stdin_parsed"] = True  # `at now <<< '...'`: the commands it runs later
+            self.parse(cmd.stdin_text, cmd.state.copy(), depth + 1, "payload")
         if cmd.fact:
             cmd.fact["code_from"] = cmd.code_from
             cmd.fact["stdin_from"] = cmd.stdin_from
             cmd.fact["stdout_to"] = cmd.stdout_to
             cmd.fact["dynamic"] = cmd.fact["dynamic"] or cmd.dynamic
+
+    def run_script(self, cmd: Command, text: str, src: bytes, depth: int) -> None:
+        """Static script text a shell or interpreter runs (from a file written earlier in the line
+        or a ``<(echo ...)``), parsed once."""
+        if cmd.fact.get("_script_parsed"):
+            return
+        cmd.fact["_script_parsed"] = True
+        language = codemod.language_of(cmd.program)
+        if cmd.program in SHELLS or cmd.program in ("source", ".") or language is None:
+            self.parse(text, cmd.state.copy(), depth + 1, "payload")
+        else:
+            self.run_code(cmd, language, Word(text, "1" * len(text)), src, cmd.state, depth)
+
+    def xargs_words(self, cmd: Command, words: list[Word], i: int, j: int) -> list[Word] | None:
+        """``xargs``' command with its static input (``echo ~ | xargs rm -rf``) as arguments, or
+        None when the input is only known at run time."""
+        text = cmd.stdin_text
+        if text is None:
+            return None
+        options = words[i + 1 : j]
+        replace: str | None = None
+        delimiter: str | None = None
+        for k, o in enumerate(options):
+            t = o.text
+            if t in ("-I", "--replace") and k + 1 < len(options):
+                replace = options[k + 1].text
+            elif t.startswith("-I") and len(t) > 2:
+                replace = t[2:]
+            elif t.startswith(("-i", "--replace")):
+                replace = t.split("=", 1)[1] if "=" in t else (t[2:] or "{}")
+            elif t in ("-0", "--null"):
+                delimiter = "\0"
+            elif t in ("-d", "--delimiter") and k + 1 < len(options):
+                delimiter = ansi_c(options[k + 1].text)
+            elif t.startswith("-d") and len(t) > 2:
+                delimiter = ansi_c(t[2:])
+            elif t.startswith(("-a", "--arg-file")):
+                return None  # the input is a file
+        command = words[j:] or [Word("echo", "1111")]
+        if replace is not None:
+            lines = [line.strip() for line in text.split("\n") if line.strip()]
+            out: list[Word] = []
+            for w in command:
+                if w.text == replace:
+                    out += [Word(line, "1" * len(line)) for line in lines]
+                elif replace and replace in w.text:
+                    t = w.text.replace(replace, " ".join(lines))
+                    out.append(Word(t, "1" * len(t), w.dynamic, w.sources))
+                else:
+                    out.append(w)
+            return [*words[:j], *out]
+        if delimiter is not None:
+            tokens = [t for t in text.split(delimiter) if t and t != "\n"]
+        else:
+            try:
+                tokens = shlex.split(text)
+            except ValueError:
+                return None
+        return [*words[:j], *command, *(Word(t, "1" * len(t)) for t in tokens)]
 
     def change_dir(self, args: list[Word], st: State) -> None:
         operands = [a for a in args if not (a.text.startswith("-") and len(a.text) > 1)]
@@ -733,6 +991,9 @@ class Walker:
             return
         sub = texts[top.operands[0]]
         rest = texts[top.operands[0] + 1 :]
+        if sub == "config":
+            _record_config(rest, args[top.operands[0] + 1 :], st)
+            return
         if sub in ("checkout", "switch"):
             parsed = opts.parse(rest, opts.spec_for("git", sub))
             for key in ("-b", "-B", "-c", "-C", "--orphan", "--create", "--force-create"):
@@ -743,6 +1004,181 @@ class Walker:
                 st.branch = rest[parsed.operands[0]]
             elif "--detach" in parsed.options:
                 st.branch = ""
+
+    def run_word(self, cmd: Command, script: Word, src: bytes, st: State, depth: int) -> list[Command]:
+        """A word that some program runs as a shell command line: parsed as a payload, or (known
+        only at run time) code of unknown source."""
+        if script.dynamic and not script.sources:
+            cmd.code_effects.append(
+                effectmod.effect("exec", cmd.program, cmd.wrappers, source="unknown", certainty="unknown")
+            )
+        if not script.dynamic and script.text.strip() in ("", "-"):
+            return []
+        return self.payload(cmd, script, src, st, depth)
+
+    def runs(self, cmd: Command, program: str, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
+        """The ``runs`` role of the program table: the selected words are a command the program
+        runs (``ssh host 'rm -rf ~'``, ``trap '...' EXIT``, ``tmux new -d '...'``, ``git rebase
+        --exec``): one word is a command line, several are the command's words from there on."""
+        texts = [w.text for w in args]
+        base = args
+        sub = ""
+        if program == "git":
+            top = opts.parse(texts, opts.spec_for("git"))
+            if not top.operands:
+                return []
+            at = top.operands[0]
+            base = self.git_expand(cmd, args[at:], top.values.get("-c", []))
+            sub = base[0].text.lower()
+            if sub not in _GIT_RUNS_SUBS:
+                return []
+            texts = [w.text for w in base]
+        lowered = {t.lower() for t in texts}
+        for row in programs.table().get(program, ()):
+            spec = row.spec
+            if spec.sub and spec.sub[0] not in lowered:
+                continue  # cheap: the row's subcommand is not even a word
+            rest = base[1:] if program == "git" else base
+            parsed = opts.parse([w.text for w in rest], row.parse_spec)
+            operand_words = [rest[k] for k in parsed.operands]
+            names = [w.text.lower() for w in ([base[0], *operand_words] if program == "git" else operand_words)]
+            if spec.sub and names[: len(spec.sub)] != spec.sub:
+                continue
+            present = set(parsed.options) | set(texts)
+            if spec.when and not any(w in present for w in spec.when):
+                continue
+            if spec.unless and any(w in present for w in spec.unless):
+                continue
+            if spec.runs is None:
+                return []
+            chosen = effectmod.select(spec.runs, operand_words, rest, parsed)
+            if spec.runs.startswith("option:") or spec.runs in ("first-operand", "last-operand"):
+                short = _SHORT_ALIAS.get((program, sub, spec.runs[7:]))
+                if short:
+                    chosen += [Word(v, "1" * len(v)) for v in parsed.values.get(short, [])]
+                return [c for w in chosen for c in self.run_word(cmd, w, src, st, depth)]
+            if not chosen:
+                return []
+            start = next(k for k, w in enumerate(rest) if w is chosen[0])
+            stop = len(rest)
+            if spec.runs == "operands-before-separator":
+                stop = next((k for k in range(start, len(rest)) if rest[k].text in (":::", "::::", ":::+")), stop)
+            words = rest[start:stop]
+            if program == "parallel" and stop < len(rest):  # the values after `:::` are the arguments
+                values = [w for w in rest[stop:] if w.text not in (":::", "::::", ":::+")]
+                if any("{}" in w.text for w in words):
+                    joined = " ".join(shlex.quote(v.text) for v in values)
+                    words = [Word(w.text.replace("{}", joined), w.mask, w.dynamic, w.sources) for w in words]
+                else:
+                    words = [*words, *values]
+            if len(words) == 1 or (program, sub) in _JOINS:
+                line = Word()
+                for k, w in enumerate(words):
+                    if k:
+                        line.add(" ", True)
+                    line.extend(w)
+                return self.run_word(cmd, line, src, st, depth)
+            inner = Command(list(words), st, depth + 1, "payload")
+            return self.resolve(inner, src, st, depth + 1)
+        return []
+
+    def git_expand(self, cmd: Command, sub_args: list[Word], configs: list[str]) -> list[Word]:
+        """``[sub, *args]`` with a git alias (``-c alias.x=...``, ``git config alias.x ...``
+        earlier in the line) expanded; a ``!`` alias stays as it is."""
+        if not sub_args:
+            return sub_args
+        value = self.git_config(cmd, configs).get("alias." + sub_args[0].text.lower())
+        if value is None or value.dynamic or value.text.startswith("!"):
+            return sub_args
+        expanded = _split_words(value.text)
+        if not expanded:
+            return sub_args
+        return [*(Word(t, "1" * len(t)) for t in expanded), *sub_args[1:]]
+
+    def git_config(self, cmd: Command, configs: list[str]) -> dict[str, Word]:
+        """The configuration a git command runs with, as far as the line shows it: ``git config``
+        earlier in the line, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``,
+        then ``-c key=value`` (later wins)."""
+        found: dict[str, Word] = dict(cmd.state.gitconfig)
+
+        def env(name: str) -> Word | None:
+            return cmd.env.get(name) or cmd.state.vars.get(name)
+
+        params = env("GIT_CONFIG_PARAMETERS")
+        if params is not None and params.dynamic:
+            found["(unknown)"] = params
+        elif params is not None:
+            for item in _split_words(params.text):
+                key, _, value = item.partition("=")
+                found[key.lower()] = Word(value, "1" * len(value))
+        count = env("GIT_CONFIG_COUNT")
+        if count is not None and count.text.strip().isdigit():
+            for n in range(min(int(count.text.strip()), 64)):
+                key_w, value_w = env(f"GIT_CONFIG_KEY_{n}"), env(f"GIT_CONFIG_VALUE_{n}")
+                if key_w is not None and value_w is not None:
+                    found["(unknown)" if key_w.dynamic else key_w.text.lower()] = value_w
+        elif count is not None and count.dynamic:
+            found["(unknown)"] = count
+        for config in configs:
+            key, _, value = config.partition("=")
+            found[key.lower()] = Word(value, "1" * len(value))
+        for config in _config_env(cmd):
+            key, _, var = config.partition("=")
+            value_w = env(var)
+            found[key.lower()] = value_w if value_w is not None else Word("$" + var, "1" * (len(var) + 1), True)
+        return found
+
+    def git_runs(self, cmd: Command, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
+        """Commands git runs by itself: configuration that names a command (``core.sshCommand``,
+        ``core.pager``, ``credential.helper='!...'``, a ``!`` alias, ...), the environment
+        (``GIT_SSH_COMMAND``, ``GIT_EDITOR``, ...) and options that take a command
+        (``filter-branch --tree-filter``, ``fetch --upload-pack``)."""
+        texts = [a.text for a in args]
+        top = opts.parse(texts, opts.spec_for("git"))
+        config = self.git_config(cmd, top.values.get("-c", []))
+        scripts: list[Word] = []
+        for key, value in config.items():
+            if key == "(unknown)" or (value.dynamic and _GIT_RUN_KEYS.match(key)):
+                scripts.append(Word(value.text, value.mask, True, value.sources))
+                continue
+            text = value.text
+            if key.startswith("credential.") and key.endswith(".helper"):
+                if text.startswith("!"):
+                    scripts.append(Word(text[1:], "1" * (len(text) - 1)))
+                elif text.startswith(("/", "~")) or " " in text:
+                    scripts.append(value)
+            elif key == "core.fsmonitor":
+                if text.lower() not in ("", "true", "false", "yes", "no", "on", "off", "1", "0"):
+                    scripts.append(value)
+            elif _GIT_RUN_KEYS.match(key):
+                scripts.append(value)
+        for name in _GIT_ENV:
+            given = cmd.env.get(name) or cmd.state.vars.get(name)
+            if given is not None:
+                scripts.append(given)
+        sub_at = top.operands[0] if top.operands else None
+        if sub_at is not None:
+            sub = texts[sub_at].lower()
+            rest = args[sub_at + 1 :]
+            alias = config.get("alias." + sub)
+            if alias is not None and (alias.dynamic or alias.text.startswith("!")):
+                line = Word(alias.text[1:] if not alias.dynamic else alias.text, "", alias.dynamic, alias.sources)
+                line.mask = "1" * len(line.text)
+                for w in rest:
+                    line.add(" ", True)
+                    line.extend(Word(shlex.quote(w.text), "1" * len(shlex.quote(w.text)), w.dynamic, w.sources))
+                scripts.append(line)
+            for option in _GIT_COMMAND_OPTIONS.get(sub, ()):
+                for k, w in enumerate(rest):
+                    if w.text == option and k + 1 < len(rest):
+                        scripts.append(rest[k + 1])
+                    elif w.text.startswith(option + "=") and option.startswith("--"):
+                        v = w.text[len(option) + 1 :]
+                        scripts.append(Word(v, w.mask[len(option) + 1 :], w.dynamic, w.sources))
+        out: list[Command] = []
+        for script in scripts:
+            out += self.run_word(cmd, script, src, st, depth)
+        return out
 
     def find_exec(self, cmd: Command, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
         out: list[Command] = []
@@ -812,6 +1248,16 @@ class Walker:
                     st.downloads[dst] = st.downloads[s]
         for p in outs:
             st.aliases.setdefault(p, []).extend(fact["paths_raw"])
+        text = _fed_text(cmd) if outs or program == "tee" else None
+        appends = {r["path"] for r in cmd.redirects if r.get("path") and r["op"] == ">>"}
+        targets = outs + (
+            [pathmod.normalize(o, st.cwd, st.home, shell=True) for o in fact["operands"]] if program == "tee" else []
+        )
+        for p in targets:  # static text written to a file that may be run later in the line
+            if text is None:
+                st.scripts.pop(p, None)
+            else:
+                st.scripts[p] = (st.scripts.get(p, "") if p in appends else "") + text
         if program == "chmod":
             pass
 
@@ -836,6 +1282,12 @@ class Walker:
                     double_quoted(c.text.decode("utf-8", "replace") if c.text else "", w)
                 else:
                     inner = self.word(c, src, st, depth)
+                    if not inner.dynamic and _ALL_ITEMS.match(
+                        src[c.start_byte : c.end_byte].decode("utf-8", "replace")
+                    ):
+                        w.extend(inner)  # `"${a[@]}"`, `"$@"`: one word per item
+                        pos = c.end_byte
+                        continue
                     w.extend(
                         Word(
                             inner.text, "1" * len(inner.text), inner.dynamic, inner.sources, inner.procsub, inner.fixed
@@ -867,6 +1319,9 @@ class Walker:
             self.parse(body, st.copy(), depth + 1, "process-substitution")
             w.add("/dev/fd/63", True)
             w.procsub = True
+            produced = [c for c in self.commands[before:] if c.depth == depth + 1]
+            if raw.startswith("<(") and len(produced) == 1:
+                w.output = _fed_text(produced[0])  # `sh <(echo ...)`: static text
             if raw.startswith(">("):
                 w.readers = [c for c in self.commands[before:] if c.depth == depth + 1]
             w.sources = _unique(c.program for c in self.commands[before:] if c.program)
@@ -880,8 +1335,12 @@ class Walker:
             if n.end_byte > pos:
                 unquoted(src[pos : n.end_byte].decode("utf-8", "replace"), w)
         elif t == "arithmetic_expansion":
-            w.add(raw, True)
-            w.dynamic = True
+            value = _arithmetic(raw[3:-2] if raw.startswith("$((") else "", st)
+            if value is not None:  # `$((1+2))` with literals and static variables
+                w.add(value, False)
+            else:
+                w.add(raw, True)
+                w.dynamic = True
         elif t == "brace_expression":
             w.add(raw, False)
         else:
@@ -903,6 +1362,11 @@ class Walker:
         return src[named[0].start_byte : named[-1].end_byte].decode("utf-8", "replace")
 
     def expansion(self, n: tree_sitter.Node, raw: str, st: State, w: Word) -> None:
+        if raw in ("$@", "$*") or (raw.startswith("${") and raw.endswith("}")):
+            got = _parameter(raw[2:-1] if raw.startswith("${") else raw[1:], st)
+            if got is not None:
+                w.extend(got)
+                return
         name = ""
         for c in n.named_children:
             if c.type in ("variable_name", "special_variable_name"):
@@ -947,14 +1411,12 @@ class Walker:
                 offset = top.operands[0] + 1
                 sub = args[top.operands[0]]
                 spec_args = args[offset:]
-                for config in top.values.get("-c", []):
-                    key, _, value = config.partition("=")
-                    if key.lower() == "alias." + sub.lower() and value and not value.startswith("!"):
-                        expanded = _split_words(value)
-                        if expanded:
-                            sub, spec_args = expanded[0], expanded[1:] + spec_args
-                            argw = [*argw[:offset], *(Word(t, "1" * len(t)) for t in expanded[1:]), *argw[offset:]]
-                            args = [w.text for w in argw]
+                expanded = self.git_expand(cmd, argw[offset - 1 :], top.values.get("-c", []))
+                if expanded[0] is not argw[offset - 1]:  # an alias
+                    added = expanded[1 : len(expanded) - (len(argw) - offset)]
+                    sub, spec_args = expanded[0].text, [w.text for w in added] + spec_args
+                    argw = [*argw[:offset], *added, *argw[offset:]]
+                    args = [w.text for w in argw]
         elif program in (
             "gh",
             "docker",
@@ -1076,6 +1538,317 @@ class Walker:
             "_inputs": _unique(inputs),
             "_values": parsed.values,
         }
+
+
+_RUNS = frozenset(name for name, rows in programs.table().items() if any(r.spec.runs for r in rows))
+"""Programs with a ``runs`` row in the program table."""
+_GIT_RUNS_SUBS = frozenset(r.spec.sub[0] for r in programs.table().get("git", ()) if r.spec.runs and r.spec.sub)
+_JOINS = frozenset({("ssh", ""), ("parallel", ""), ("git", "submodule")})
+"""Programs that join the words of the command they run into one shell line."""
+_SHORT_ALIAS = {("git", "rebase", "--exec"): "-x"}
+_GIT_RUN_KEYS = re.compile(
+    r"^(core\.(sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)|sequence\.editor|diff\.external|"
+    r"diff\.[^.]+\.(command|textconv)|merge\.[^.]+\.driver|filter\.[^.]+\.(clean|smudge|process)|"
+    r"gpg(\.[^.]+)?\.program|uploadpack\.packobjectshook|pager\..+|interactive\.difffilter|"
+    r"(difftool|mergetool|man|browser)\.[^.]+\.(cmd|path)|web\.browser|remote\.[^.]+\.(uploadpack|receivepack)|"
+    r"sendemail\.(tocmd|cccmd|smtpserver)|trailer\.[^.]+\.(command|cmd)|core\.fsmonitor|credential(\..+)?\.helper)$"
+)
+"""Configuration keys whose value is a command git runs."""
+_GIT_ENV = (
+    "GIT_SSH_COMMAND",
+    "GIT_SSH",
+    "GIT_EDITOR",
+    "GIT_PAGER",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_ASKPASS",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PROXY_COMMAND",
+    "SSH_ASKPASS",
+)
+"""Environment variables whose value is a command git runs."""
+_GIT_COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "filter-branch": ("--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
+                      "--msg-filter", "--commit-filter", "--tag-name-filter"),
+    "difftool": ("-x", "--extcmd"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "clone": ("-u", "--upload-pack"),
+    "ls-remote": ("--upload-pack",),
+    "push": ("--receive-pack", "--exec"),
+    "archive": ("--exec",),
+    "send-email": ("--to-cmd", "--cc-cmd"),
+}  # fmt: skip
+"""git subcommand options whose value is a command git runs (``rebase --exec`` is in the table)."""
+
+
+def _config_env(cmd: Command) -> list[str]:
+    """``git --config-env=key=ENVVAR`` values."""
+    out = []
+    words = cmd.words[cmd.start + 1 :]
+    for k, w in enumerate(words):
+        if w.text.startswith("--config-env="):
+            out.append(w.text[len("--config-env=") :])
+        elif w.text == "--config-env" and k + 1 < len(words):
+            out.append(words[k + 1].text)
+        elif not w.text.startswith("-"):
+            break
+    return out
+
+
+_CONFIG_VALUED = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment", "--value"})
+
+
+def _record_config(rest: list[str], words: list[Word], st: State) -> None:
+    """``git config [--global|--file f|...] KEY VALUE`` (also ``git config set KEY VALUE``): the
+    value the rest of the line runs with."""
+    operands: list[Word] = []
+    k = 0
+    unset = False
+    while k < len(rest):
+        t = rest[k]
+        if t in _CONFIG_VALUED:
+            k += 2
+            continue
+        if t.startswith("--unset") or t in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--remove-section"):
+            unset = True
+        if not t.startswith("-") or t == "-":
+            operands.append(words[k])
+        k += 1
+    if operands and operands[0].text in ("set", "unset", "get", "list", "edit", "rename-section", "remove-section"):
+        unset = unset or operands[0].text != "set"
+        operands = operands[1:]
+    if not operands:
+        return
+    key = operands[0].text.lower()
+    if unset or len(operands) < 2:
+        if unset:
+            st.gitconfig.pop(key, None)
+        return
+    value = operands[1]
+    st.gitconfig[key] = value
+
+
+_ALL_ITEMS = re.compile(r"^\$(@|\*|\{@\}|\{\*\}|\{[A-Za-z_]\w*\[[@*]\]\})$")
+"""``"$@"``, ``"${a[@]}"``: quoted, still one word per item."""
+_PARAM = re.compile(r"^(#)?(!)?([A-Za-z_]\w*|[0-9]+|[@*])(?:\[([^\]]*)\])?(.*)$", re.S)
+_MAX_VALUE = 512
+
+
+def _plain(text: str) -> Word:
+    return Word(text, "0" * len(text))
+
+
+def _operand(text: str, st: State) -> tuple[str, bool] | None:
+    """A parameter-expansion operand that is static text: (text, quoted); None otherwise."""
+    if "$" in text or "`" in text:
+        return None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]:
+        return text[1:-1], True
+    if any(c in text for c in "'\"\\"):
+        return None
+    if text == "~" or text.startswith("~/"):
+        return st.home + text[1:], False
+    return text, False
+
+
+def _pattern(text: str, st: State) -> re.Pattern[str] | None:
+    got = _operand(text, st)
+    if got is None:
+        return None
+    body, quoted = got
+    return re.compile(re.escape(body) + r"\Z" if quoted else fnmatch.translate(body), re.S)
+
+
+def _parameter(body: str, st: State) -> Word | None:
+    """``${...}`` with static operands (``${v/a/b}``, ``${v#x}``, ``${v:-d}``, ``${v^^}``,
+    ``${v:1:3}``, ``${#v}``, ``${!v}``, ``${a[0]}``, ``${a[@]}``, ``$@``), or None (then the
+    plain lookup or dynamic). A name the line did not set is unknown, except a lower-case one
+    (not an environment variable), which is unset."""
+    m = _PARAM.match(body)
+    if m is None:
+        return None
+    length, indirect, name, index, op = m.groups()
+    if not (length or indirect or index is not None or op or name in ("@", "*")):
+        return None  # `${name}`: the plain lookup
+    if indirect:
+        ref = st.vars.get(name)
+        if index is not None or ref is None or ref.dynamic or not re.fullmatch(r"[A-Za-z_]\w*", ref.text):
+            return None
+        name = ref.text
+    if name in ("@", "*") or index in ("@", "*"):
+        items = st.arrays.get("@" if name in ("@", "*") else name)
+        if items is None or op or any(x.dynamic for x in items):
+            return None
+        if length:
+            return _plain(str(len(items)))
+        out = Word()
+        for k, x in enumerate(items):
+            if k:
+                out.add(" ", False)
+            out.add(x.text, True)
+        return out
+    value: Word | None
+    if index is not None:
+        at = _arithmetic(index, st) if name in st.arrays else None
+        if at is not None and int(at) >= 0:
+            items = st.arrays[name]
+            value = items[int(at)] if int(at) < len(items) else Word()
+        elif index.strip() == "0":
+            value = st.vars.get(name)
+        else:
+            return None
+    else:
+        value = st.vars.get(name)
+        if value is None and name == "HOME":
+            value = Word(st.home, "1" * len(st.home))
+    if value is not None and value.dynamic:
+        return None
+    unset_known = value is None and any(c.islower() for c in name)
+    if length:
+        return _plain(str(len(value.text))) if value is not None and not op else None
+    if not op:
+        return _plain(value.text) if value is not None else None
+    m2 = re.match(r"^(:?)([-=+?])(.*)$", op, re.S)
+    if m2:
+        colon, kind, given = m2.groups()
+        if value is None and not unset_known:
+            return None
+        empty = value is None or (colon == ":" and value.text == "")
+        arg = _operand(given, st)
+        if kind in "-=":
+            if not empty and value is not None:
+                return _plain(value.text)
+            if arg is None:
+                return None
+            if kind == "=":
+                st.vars[name] = Word(arg[0], "1" * len(arg[0]))
+            return Word(arg[0], ("1" if arg[1] else "0") * len(arg[0]))
+        if kind == "+":
+            return _plain("") if empty else (Word(arg[0], "0" * len(arg[0])) if arg is not None else None)
+        return None if empty or value is None else _plain(value.text)
+    if value is None or len(value.text) > _MAX_VALUE:
+        return None
+    text = value.text
+    m2 = re.match(r"^(##?|%%?)(.*)$", op, re.S)
+    if m2:
+        rx = _pattern(m2.group(2), st)
+        if rx is None:
+            return None
+        cuts = range(len(text) + 1) if len(m2.group(1)) == 1 else range(len(text), -1, -1)
+        for k in cuts:
+            if m2.group(1)[0] == "#" and rx.match(text[:k]):
+                return _plain(text[k:])
+            if m2.group(1)[0] == "%" and rx.match(text[len(text) - k :]):
+                return _plain(text[: len(text) - k])
+        return _plain(text)
+    m2 = re.match(r"^/([/#%]?)((?:\\.|[^/])*)(?:/(.*))?$", op, re.S)
+    if m2:
+        mode, pat, rep = m2.group(1), m2.group(2), m2.group(3) or ""
+        rx = _pattern(pat, st) if pat else None
+        got = _operand(rep, st) if rep else ("", False)
+        if (pat and rx is None) or got is None or len(text) > 128:
+            return None
+        if rx is None:
+            return _plain(text)
+        out_text, k = "", 0
+        while k < len(text):
+            if mode == "#" and k > 0:
+                break
+            ends = [len(text)] if mode == "%" else range(len(text), k, -1)
+            hit = next((e for e in ends if rx.match(text[k:e])), None)
+            if hit is not None:
+                out_text += got[0]
+                if mode != "/":
+                    return _plain(out_text + text[hit:])
+                k = hit
+                continue
+            out_text += text[k]
+            k += 1
+        return _plain(out_text + text[k:])
+    if op in ("^^", "^", ",,", ","):
+        if op == "^^":
+            return _plain(text.upper())
+        if op == ",,":
+            return _plain(text.lower())
+        return _plain((text[:1].upper() if op == "^" else text[:1].lower()) + text[1:])
+    m2 = re.match(r"^:\s*\(?\s*(-?\d+)\s*\)?\s*(?::\s*\(?\s*(-?\d+)\s*\)?\s*)?$", op)
+    if m2:
+        off = int(m2.group(1))
+        off = len(text) + off if off < 0 else off
+        if off < 0 or off > len(text):
+            return _plain("")
+        if m2.group(2) is None:
+            return _plain(text[off:])
+        size = int(m2.group(2))
+        end = off + size if size >= 0 else len(text) + size
+        return _plain(text[off:end]) if end >= off else None
+    return None
+
+
+_ARITH_REJECT = ("&&", "||", "?", "=", "++", "--", ",", "[", "$(")
+
+
+def _arithmetic(expr: str, st: State) -> str | None:
+    """``$((expr))`` with integer literals and variables set earlier to integers; else None."""
+    if len(expr) > 200 or any(r in expr for r in _ARITH_REJECT):
+        return None
+
+    def var(m: re.Match[str]) -> str:
+        value = st.vars.get(m.group(1) or m.group(2) or "")
+        if value is None or value.dynamic or not re.fullmatch(r"\s*-?\d+\s*", value.text):
+            raise ValueError(m.group())
+        return "(" + value.text.strip() + ")"
+
+    try:
+        text = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|\b([A-Za-z_]\w*)\b", var, expr)
+        if re.search(r"(?<![\w.])0\d", text):
+            return None  # octal
+        return str(_arith(ast.parse(text.strip(), mode="eval").body))
+    except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+
+
+def _arith(node: ast.expr) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        v = _arith(node.operand)
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Invert):
+            return ~v
+        if isinstance(node.op, ast.Not):
+            return int(not v)
+    if isinstance(node, ast.BinOp):
+        a, b = _arith(node.left), _arith(node.right)
+        op = node.op
+        if isinstance(op, ast.Add):
+            return a + b
+        if isinstance(op, ast.Sub):
+            return a - b
+        if isinstance(op, ast.Mult):
+            return a * b
+        if isinstance(op, ast.Div | ast.FloorDiv):
+            q = abs(a) // abs(b)
+            return q if (a >= 0) == (b >= 0) else -q
+        if isinstance(op, ast.Mod):
+            r = abs(a) % abs(b)
+            return r if a >= 0 else -r
+        if isinstance(op, ast.Pow) and 0 <= b <= 64:
+            return int(a**b)
+        if isinstance(op, ast.LShift) and 0 <= b <= 63:
+            return a << b
+        if isinstance(op, ast.RShift) and 0 <= b <= 63:
+            return a >> b
+        if isinstance(op, ast.BitAnd):
+            return a & b
+        if isinstance(op, ast.BitOr):
+            return a | b
+        if isinstance(op, ast.BitXor):
+            return a ^ b
+    raise ValueError("not arithmetic")
 
 
 def _escaped_tail(src: bytes, pos: int) -> bytes:
@@ -1271,23 +2044,60 @@ def _static_output(commands: list[Command], st: State) -> str | None:
         return cmd.state.cwd
     if cmd.program in ("echo", "printf"):
         text = _echo_text(cmd)
-        return text.rstrip("\n") if text is not None and "%" not in text else None
+        return text.rstrip("\n") if text is not None else None
     return None
 
 
-def _echo_text(cmd: Command) -> str | None:
+def _pipe_nodes(n: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The elements of a pipeline, nested pipelines flattened."""
+    out: list[tree_sitter.Node] = []
+    for c in n.named_children:
+        out += _pipe_nodes(c) if c.type == "pipeline" else [c]
+    return out
+
+
+def _fed_text(cmd: Command) -> str | None:
+    """The static text a command prints: ``echo``/``printf`` of static words, ``cat`` of its
+    heredoc or here-string; else None."""
+    if cmd.dynamic or cmd.program not in ("echo", "printf", "cat", "tee"):
+        return None
+    if cmd.program == "tee":
+        return cmd.stdin_text
+    if cmd.program == "cat":
+        rest = [w.text for w in cmd.words[cmd.start + 1 :]]
+        return cmd.stdin_text if all(t.startswith("-") and t != "-" for t in rest) else None
+    return _echo_text(cmd, fed=True)
+
+
+def _echo_text(cmd: Command, fed: bool = False) -> str | None:
+    """What a static ``echo``/``printf`` prints (escapes decoded as ``echo -e`` and ``printf`` do),
+    else None. ``fed``: the text goes to a shell's stdin; an ``echo`` without ``-e`` whose text
+    has a backslash then gives both readings (zsh's and dash's ``echo`` decode by default)."""
     words = cmd.words[cmd.start + 1 :]
     if any(w.dynamic for w in words):
         return None
     texts = [w.text for w in words]
-    while texts and texts[0] in ("-e", "-n", "-E", "-ne", "-en"):
+    if cmd.program == "printf":
+        if texts[:1] == ["--"]:
+            texts = texts[1:]
+        if not texts or texts[0] == "-v":
+            return None
+        return printf_text(texts[0], texts[1:])
+    escapes: bool | None = None
+    newline = True
+    while texts and re.fullmatch(r"-[neE]+", texts[0]):
+        for ch in texts[0][1:]:
+            if ch == "n":
+                newline = False
+            else:
+                escapes = ch == "e"
         texts = texts[1:]
-    if cmd.program == "printf" and texts:
-        fmt, *rest = texts
-        text = fmt.replace("%s", " ").replace("%b", " ") + " " + " ".join(rest)
-    else:
-        text = " ".join(texts)
-    return text.replace("\\n", "\n")
+    text = " ".join(texts)
+    if escapes or (escapes is None and fed and "\\" in text):
+        decoded, stop = echo_escapes(text)
+        newline = newline and not stop
+        text = decoded if escapes else text + "\n" + decoded
+    return text + ("\n" if newline else "")
 
 
 CACHE_ENTRIES = 256
@@ -1324,6 +2134,7 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
     state = State(cwd=cwd, home=home, vars={})
     try:
         walker.parse(text, state, 0, "")
+        walker.uncalled(state)
     except RecursionError:
         walker.unparsed.append("too-deep")
     except ValueError:

@@ -48,6 +48,8 @@ class Word:
     """For a dynamic word: how many leading characters are static."""
     readers: list[Any] = field(default_factory=list)
     """Commands of an output process substitution ``>(...)``: they read the command's output."""
+    output: str | None = None
+    """For an input process substitution ``<(...)``: its output, when it is static text."""
 
     def add(self, text: str, quoted: bool) -> None:
         self.text += text
@@ -62,6 +64,7 @@ class Word:
         self.sources += other.sources
         self.procsub = self.procsub or other.procsub
         self.readers += other.readers
+        self.output = other.output if other.procsub else self.output
 
     @property
     def glob(self) -> bool:
@@ -148,14 +151,18 @@ def _escaped(raw: str, word: Word, escapable: frozenset[str] | None, *, quoted: 
         word.add(raw[start:], quoted)
 
 
-def field_split(text: str, mask: str) -> list[tuple[str, str]]:
-    """Split at unquoted blanks, which only substituted values can bring (``${IFS}``, ``$X``)."""
-    if " " not in text and "\t" not in text and "\n" not in text:
+def field_split(text: str, mask: str, ifs: str = " \t\n") -> list[tuple[str, str]]:
+    """Split at unquoted ``ifs`` characters (blanks by default), which only substituted values
+    can bring (``${IFS}``, ``$X``)."""
+    if ifs == " \t\n":
+        if " " not in text and "\t" not in text and "\n" not in text:
+            return [(text, mask)] if text else []
+    elif not any(c in text for c in ifs):
         return [(text, mask)] if text else []
     out: list[tuple[str, str]] = []
     start = None
     for i, (c, m) in enumerate(zip(text, mask, strict=True)):
-        blank = m == "0" and c in " \t\n"
+        blank = m == "0" and c in ifs
         if blank and start is not None:
             out.append((text[start:i], mask[start:i]))
             start = None
@@ -229,3 +236,94 @@ def _sequence(inner: str) -> list[str] | None:
         a, b = ord(m.group(1)), ord(m.group(2))
         return [chr(i) for i in (range(a, b + 1) if a <= b else range(a, b - 1, -1))]
     return None
+
+
+def echo_escapes(body: str) -> tuple[str, bool]:
+    """``echo -e`` / ``printf %b`` escapes decoded (``\\0nnn`` octal, ``\\xHH``, ``\\n``, ...);
+    and whether ``\\c`` ended the output there."""
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\" or i + 1 >= len(body):
+            out.append(c)
+            i += 1
+            continue
+        n = body[i + 1]
+        if n == "c":
+            return "".join(out), True
+        if n == "0" and (m := re.match(r"[0-7]{0,3}", body[i + 2 :])) is not None:
+            out.append(chr(int(m.group() or "0", 8) & 0xFF))
+            i += 2 + len(m.group())
+        elif n in "1234567" and (m := re.match(r"[0-7]{1,3}", body[i + 1 :])) is not None:
+            out.append(chr(int(m.group(), 8) & 0xFF))
+            i += 1 + len(m.group())
+        elif n in "'\"?":
+            out.append("\\" + n)
+            i += 2
+        else:
+            decoded = ansi_c(body[i : i + 10])
+            m2 = re.match(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|.)", body[i:])
+            size = len(m2.group()) if m2 else 2
+            out.append(ansi_c(body[i : i + size]) if decoded else body[i : i + size])
+            i += size
+    return "".join(out), False
+
+
+_CONVERSION = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([sbdiouxXcq%])")
+
+
+def printf_text(fmt: str, args: list[str]) -> str | None:
+    """What ``printf FMT ARGS...`` prints (the format reused while arguments remain), or None for
+    a conversion this does not know."""
+    fmt = ansi_c(fmt.replace("\\'", "\\\\'").replace('\\"', '\\\\"'))
+    out: list[str] = []
+    rest = list(args)
+    for _ in range(64):
+        used = False
+        pos = 0
+        for m in _CONVERSION.finditer(fmt):
+            if "%" in fmt[pos : m.start()]:
+                return None  # a conversion this does not know
+            out.append(fmt[pos : m.start()])
+            pos = m.end()
+            flags, width, precision, conv = m.groups()
+            if conv == "%":
+                out.append("%")
+                continue
+            if width == "*":
+                width = rest.pop(0) if rest else "0"
+                used = True
+            if precision == "*":
+                precision = rest.pop(0) if rest else "0"
+                used = True
+            value = rest.pop(0) if rest else ""
+            used = used or bool(args)
+            if conv == "b":
+                value, stop = echo_escapes(value)
+                if stop:
+                    out.append(value)
+                    return "".join(out)
+            elif conv == "q":
+                value = value if re.fullmatch(r"[A-Za-z0-9_./=-]*", value) else "'" + value.replace("'", "'\\''") + "'"
+            elif conv in "diouxXc":
+                if conv == "c":
+                    value = value[:1]
+                else:
+                    try:
+                        number = int(value or "0", 0)
+                    except ValueError:
+                        return None
+                    value = format(number, {"i": "d", "u": "d"}.get(conv, conv))
+            if precision not in (None, "") and conv in "sbq":
+                value = value[: int(precision)]
+            if width not in (None, "") and width.lstrip("-").isdigit():
+                size = int(width)
+                value = value.ljust(abs(size)) if "-" in flags or size < 0 else value.rjust(size)
+            out.append(value)
+        if "%" in fmt[pos:]:
+            return None
+        out.append(fmt[pos:])
+        if not rest or not used:
+            break
+    return "".join(out)
