@@ -166,7 +166,7 @@ def matched_row(command: str) -> programs.Row | None:
     from gateway.policy.facts import shell as shellmod
 
     facts, _ = shellmod.parse_command(command, SESSION["cwd"], "/home/ana")
-    return effectmod.row_of(facts[0])
+    return effectmod.row_of(next(f for f in facts if f["depth"] == 0))
 
 
 @pytest.mark.parametrize(("command", "want"), ROW_EXAMPLES, ids=[c for c, _ in ROW_EXAMPLES])
