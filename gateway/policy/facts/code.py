@@ -13,7 +13,7 @@ resolved stays ``unknown``: a command built at run time, ``eval`` of a computed 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import shlex
 from dataclasses import dataclass, field
 
 import tree_sitter
@@ -34,7 +34,7 @@ CALLS: dict[str, dict[str, str]] = {
         "remove": "delete", "unlink": "delete", "rmdir": "delete", "removedirs": "delete",
         "rmtree": "delete-recursive", "send2trash": "delete",
         "open": "open", "read_text": "read-self", "read_bytes": "read-self", "write_text": "write-self",
-        "write_bytes": "write-self", "unlink_self": "delete-self",
+        "write_bytes": "write-self",
         "copy": "copy", "copy2": "copy", "copyfile": "copy", "copytree": "copy", "move": "move", "rename": "move",
         "replace": "move",
         "urlopen": "url", "urlretrieve": "url", "get": "url", "post": "url-send", "put": "url-send",
@@ -136,8 +136,6 @@ class _Tree:
                 self.alias(n)
             if n.type in ("call", "call_expression", "new_expression"):
                 self.call(n)
-            elif n.type == "template_string" and self.name == "javascript":
-                pass
             stack.extend(reversed(n.children))
 
     # ---- values ---------------------------------------------------------------------------
@@ -229,8 +227,6 @@ class _Tree:
                         assert p is not None
                         out = p if p.startswith("/") or not out else out.rstrip("/") + "/" + p
                     return out
-                return UNKNOWN
-            if name == "expanduser_self":
                 return UNKNOWN
             fn = n.child_by_field_name("function")
             if fn is not None and fn.type in ("attribute", "member_expression") and name in ("expanduser", "absolute"):
@@ -434,8 +430,6 @@ class _Tree:
 
 
 def _join(words: list[str]) -> str:
-    import shlex
-
     return shlex.join(words)
 
 
@@ -525,6 +519,3 @@ def language_of(program: str) -> str | None:
     if base in ("perl", "ruby", "php", "awk", "gawk", "mawk", "nawk"):
         return "awk" if base.endswith("awk") else base
     return None
-
-
-Analyzer = Callable[[str, str, int], Found]

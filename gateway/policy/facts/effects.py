@@ -330,13 +330,13 @@ def _table_effects(
     out: list[Effect] = []
     for kind in ("read", "write", "delete"):
         role = getattr(spec, kind)
-        selector = role if isinstance(role, str) or role is None else role[0]  # lists: case-insensitive rows
-        if selector is None or selector == "none":
+        selectors = [role] if isinstance(role, str) else role or []
+        if not selectors or selectors == ["none"]:
             continue
-        if selector == "always-cwd":
+        if "always-cwd" in selectors:
             out.append(effect(kind, program, via, path=cwd, recursive=True, certainty="bounded" if cwd else "unknown"))
             continue
-        chosen = select(selector, operand_words, argw, parsed)
+        chosen = [w for selector in selectors for w in select(selector, operand_words, argw, parsed)]
         if not chosen and kind == "delete" and ("xargs" in via or fact["dynamic"]):
             out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))  # `xargs rm -rf`
         for w in chosen:

@@ -54,7 +54,6 @@ class RowSpec(BaseModel):
     credential: bool = False
     persist: bool = False
     valued: list[str] = Field(default_factory=list)
-    script_options: list[str] = Field(default_factory=list, alias="script-options")
     case_insensitive: bool = Field(default=False, alias="case-insensitive")
     """PowerShell parameters: named in any case, abbreviated to any unambiguous prefix of the row's
     parameters (``valued``, ``flags``, ``positional``, ``rest``, ``when``, ``unless``,
