@@ -100,9 +100,9 @@ def _rank(token: str) -> int:
         return 0 if len(value) >= 3 else 9
     if kind == "prefix":
         return 6 if len(value) >= 3 else 9
-    return {"effect": 1, "hosts": 2, "mcp": 3, "reason": 3, "shell": 4, "program": 5, "tool": 7}.get(kind, 8) + (
-        token == "shell:present"
-    ) * 4
+    return {"effect": 1, "hosts": 2, "mcp": 3, "reason": 3, "sub": 4, "shell": 4, "program": 5, "tool": 7}.get(
+        kind, 8
+    ) + (token == "shell:present") * 4
 
 
 def _best(found: list[frozenset[str]]) -> frozenset[str]:
@@ -174,7 +174,9 @@ def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
     if values is None:
         return None
     field = _field(a, env)
-    prefix = {("effect", "kind"): "effect:", ("command", "program"): "program:"}.get(field or ("", ""))
+    prefix = {("effect", "kind"): "effect:", ("command", "program"): "program:", ("command", "subcommand"): "sub:"}.get(
+        field or ("", "")
+    )
     if prefix is None and _path(a) == ("facts", "tool", "kind"):
         prefix = "tool:"
     return frozenset(prefix + v for v in values) if prefix is not None else None
@@ -289,6 +291,7 @@ def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> fro
     out.update("effect:" + e["kind"] for e in facts["effects"])
     programs = [c["program"] for c in facts["commands"]]
     out.update("program:" + p for p in programs)
+    out.update("sub:" + c["subcommand"] for c in facts["commands"] if c["subcommand"])
     shell = facts["shell"]
     if shell["present"]:
         out.add("shell:present")

@@ -213,7 +213,9 @@ class Library:
             batch = self.batches.get(event_type) if len(indices) >= BATCH_FROM else None
             results = batch.eval(activation) if batch is not None else None
             slots = batch.slots if batch is not None and results is not None else None
-        seen: list[bool | None] = [False if at in skipped else None for at in range(len(rules))]
+        seen: list[bool | None] = (
+            [False if at in skipped else None for at in range(len(rules))] if skipped else [None] * len(rules)
+        )
         if trace and skipped:
             indices = range(len(rules))
         for at in indices:

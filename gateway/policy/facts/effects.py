@@ -275,8 +275,14 @@ def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.
     if not rows:
         return None
     parsed_by: dict[int, opts.Parsed] = {}
+    lowered: set[str] | None = None
     for row in rows:
         spec = row.spec
+        if spec.sub:  # the subcommand's first word must be an argument: no parse needed to know
+            if lowered is None:
+                lowered = {a.lower() for a in args}
+            if spec.sub[0] not in lowered:
+                continue
         if spec.case_insensitive:  # PowerShell: its own parameter matching (_ps_effects)
             if _ps_matches(row, [Word(a, "0" * len(a)) for a in args]):
                 return row, opts.Parsed()

@@ -130,9 +130,13 @@ def _spec(row: RowSpec, program: str) -> opts.Spec:
     known = opts.spec_for(program, row.sub[0]) if program == "git" and row.sub else opts.spec_for(program)
     if known is not None and key in opts.SPECS:
         return known
-    shorts = "".join(v[1] for v in row.valued if len(v) == 2 and v[0] == "-")
+    shorts = "".join(sorted({v[1] for v in row.valued if len(v) == 2 and v[0] == "-"}))
     longs = frozenset(v[2:] for v in row.valued if v.startswith("--"))
-    return opts.Spec(valued=longs, short_valued=shorts, prefixes=False)
+    return _SHARED.setdefault((longs, shorts), opts.Spec(valued=longs, short_valued=shorts, prefixes=False))
+
+
+_SHARED: dict[tuple[frozenset[str], str], opts.Spec] = {}
+"""One spec per distinct set of valued options, so rows that parse alike parse once per command."""
 
 
 def load(text: str, name: str = "programs.yaml") -> dict[str, tuple[Row, ...]]:
