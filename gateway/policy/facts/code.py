@@ -5,15 +5,19 @@
 shell words sees only ``python3``. Python and JavaScript are parsed with their tree-sitter
 grammars and the calls that matter are read from :data:`CALLS` (a table: callee name -> role);
 arguments are resolved when they are literals or built from literals (concatenation,
-``os.path.join``, ``Path.home() / '.ssh'``, names assigned a literal earlier). Perl, Ruby, PHP and
-awk, whose grammars are not shipped, get a lexical scan for the same calls. What cannot be
-resolved stays ``unknown``: a command built at run time, ``eval`` of a computed string.
+``os.path.join``, ``Path.home() / '.ssh'``, names assigned a literal earlier). Ruby, PHP and Perl are parsed
+with their grammars too (:data:`SCRIPT_CALLS`, each grammar loaded on first use); awk, which has
+none, gets a lexical scan. What cannot be resolved stays ``unknown``: a command built at run
+time, ``eval`` of a computed string.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import shlex
+import textwrap
+import warnings
 from dataclasses import dataclass, field
 
 import tree_sitter
@@ -106,6 +110,8 @@ def analyze(language: str, text: str, depth: int = 0) -> Found:
         _Tree(_PY, "python", found, depth).walk(text)
     elif language == "javascript":
         _Tree(_JS, "javascript", found, depth).walk(text)
+    elif language in SCRIPT_CALLS:
+        _Script(language, found, depth).walk(text)
     else:
         _scan(language, text, found)
     return found
@@ -433,6 +439,14 @@ def _join(words: list[str]) -> str:
     return shlex.join(words)
 
 
+def _join_home(words: list[str]) -> str:
+    """An argv as a command line, a word that is the home directory (``Dir.home``,
+    ``$ENV{HOME}``, resolved to ``~``) left for the shell parser to expand."""
+    return " ".join(
+        "~" + (shlex.quote(w[1:]) if w[1:] else "") if w == "~" or w.startswith("~/") else shlex.quote(w) for w in words
+    )
+
+
 def _unescape(text: str) -> str:
     if "\\" not in text:
         return text
@@ -442,43 +456,403 @@ def _unescape(text: str) -> str:
         return text
 
 
+# ---- Ruby, PHP and Perl: their tree-sitter grammars, one walker driven by SCRIPT_CALLS -------
+_RUBY_OPEN3 = ("capture2", "capture2e", "capture3", "popen2", "popen2e", "popen3", "pipeline", "pipeline_r")
+SCRIPT_CALLS: dict[str, dict[str, str]] = {
+    "ruby": {
+        "system": "run", "exec": "run", "spawn": "run", "Kernel.system": "run", "Kernel.exec": "run",
+        "Kernel.spawn": "run", "Process.spawn": "run", "Process.exec": "run", "IO.popen": "run",
+        **{f"Open3.{n}": "run" for n in _RUBY_OPEN3},
+        "eval": "code", "instance_eval": "code", "class_eval": "code", "Kernel.eval": "code",
+        "File.delete": "delete", "File.unlink": "delete", "FileUtils.rm": "delete", "FileUtils.rm_f": "delete",
+        "FileUtils.rmdir": "delete", "Dir.delete": "delete", "Dir.rmdir": "delete",
+        "FileUtils.rm_rf": "delete-recursive", "FileUtils.rm_r": "delete-recursive",
+        "FileUtils.remove_dir": "delete-recursive", "FileUtils.remove_entry": "delete-recursive",
+        "FileUtils.remove_entry_secure": "delete-recursive", "FileUtils.rmtree": "delete-recursive",
+        "File.read": "read", "File.readlines": "read", "File.foreach": "read", "File.binread": "read",
+        "IO.read": "read", "IO.readlines": "read", "IO.foreach": "read",
+        "File.open": "open", "open": "open", "Kernel.open": "open", "File.new": "open",
+        "File.write": "write", "File.binwrite": "write", "IO.write": "write",
+        "FileUtils.cp": "copy", "FileUtils.cp_r": "copy", "FileUtils.mv": "move", "File.rename": "move",
+        "Net::HTTP.get": "url", "Net::HTTP.get_response": "url", "Net::HTTP.get_print": "url", "URI.open": "url",
+        "Net::HTTP.post": "url-send", "Net::HTTP.post_form": "url-send",
+    },
+    "php": {
+        "system": "run", "exec": "run", "shell_exec": "run", "passthru": "run", "popen": "run", "proc_open": "run",
+        "eval": "code", "assert": "code",
+        "unlink": "delete", "rmdir": "delete",
+        "file_get_contents": "open", "fopen": "open", "readfile": "open", "file": "open",
+        "file_put_contents": "write", "copy": "copy", "rename": "move", "curl_init": "url",
+    },
+    "perl": {
+        "system": "run", "exec": "run", "open": "perl-open", "eval": "code",
+        "unlink": "delete", "rmdir": "delete", "rmtree": "delete-recursive", "remove_tree": "delete-recursive",
+        "copy": "copy", "move": "move", "rename": "move",
+    },
+}  # fmt: skip
+"""What each call does, by callee: Ruby ``Receiver.method`` (constants only; a bare method is a
+``Kernel`` one), PHP function names (lower case), Perl function names (the last ``::`` part).
+Roles: ``run`` (one string is a command line, several are an argv; PHP takes the first only),
+``code`` (its string is code of the same language), ``delete``/``delete-recursive``/``read``/
+``write`` (every path argument), ``open`` (a path and a mode: ``|cmd`` runs, a URL is network),
+``perl-open`` (``open(F, "cmd |")``, ``open(my $f, "-|", @cmd)``, ``<``/``>``/``>>``), ``copy``,
+``move``, ``url``/``url-send``."""
+
+_GRAMMARS: dict[str, tuple[str, str]] = {
+    "ruby": ("tree_sitter_ruby", "language"),
+    "php": ("tree_sitter_php", "language_php"),
+    "perl": ("tree_sitter_perl", "language"),
+}
+_PARSERS: dict[str, tree_sitter.Parser] = {}
+
+
+def _parser(language: str) -> tree_sitter.Parser:
+    """The language's parser, its grammar loaded on first use (most commands have no such code)."""
+    parser = _PARSERS.get(language)
+    if parser is None:
+        module, function = _GRAMMARS[language]
+        with warnings.catch_warnings():  # tree-sitter-perl 2.0 hands over an int, not a capsule
+            warnings.simplefilter("ignore", DeprecationWarning)
+            parser = tree_sitter.Parser(tree_sitter.Language(getattr(importlib.import_module(module), function)()))
+        _PARSERS[language] = parser
+    return parser
+
+
+_CALL_TYPES = frozenset({"call", "function_call_expression", "ambiguous_function_call_expression",
+                         "method_call_expression", "eval_expression"})  # fmt: skip
+_RUN_LITERALS = frozenset({"subshell", "shell_command_expression", "command_string"})
+"""Backticks, ``%x()``, ``qx//``: their text is a command line."""
+_HEREDOC_START = frozenset({"heredoc_beginning", "heredoc_token"})
+_HEREDOC_BODY = frozenset({"heredoc_body", "heredoc_content"})
+
+
+class _Script:
+    """Ruby, PHP or Perl code: names assigned a literal, then the calls of :data:`SCRIPT_CALLS`."""
+
+    def __init__(self, language: str, found: Found, depth: int) -> None:
+        self.lang = language
+        self.calls = SCRIPT_CALLS[language]
+        self.found = found
+        self.depth = depth
+        self.names: dict[str, str | None] = {}
+        self.lists: dict[str, list[str | None]] = {}
+        self.heredocs: dict[tuple[int, int], tree_sitter.Node] = {}
+
+    def walk(self, text: str) -> None:
+        source = ("<?php " + text) if self.lang == "php" else text
+        tree = _parser(self.lang).parse(source.encode("utf-8", "surrogatepass"))
+        nodes: list[tree_sitter.Node] = []
+        stack = [tree.root_node]
+        while stack:
+            n = stack.pop()
+            nodes.append(n)
+            stack.extend(reversed(n.children))
+        starts = [n for n in nodes if n.type in _HEREDOC_START]
+        bodies = [n for n in nodes if n.type in _HEREDOC_BODY]
+        self.heredocs = {(s.start_byte, s.end_byte): b for s, b in zip(starts, bodies, strict=False)}
+        for n in nodes:
+            t = n.type
+            if t in ("assignment", "assignment_expression"):
+                self.assign(n)
+            elif t in _RUN_LITERALS:
+                self.run([n])
+            elif t in _CALL_TYPES:
+                self.call(n)
+
+    # ---- values ---------------------------------------------------------------------------
+    def assign(self, n: tree_sitter.Node) -> None:
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if left is None or right is None:
+            return
+        if left.type == "variable_declaration":
+            left = left.child_by_field_name("variable") or left
+        name = (left.text or b"").decode()
+        if left.type in ("identifier", "variable_name", "scalar"):
+            self.names[name] = self.value(right)
+        elif left.type == "array" or right.type in ("array", "string_array", "array_creation_expression"):
+            self.lists[name] = [self.value(c) for c in self.items([right])]
+
+    def items(self, nodes: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
+        """Arguments with lists flattened (``system(@a)``, ``("rm", "-rf")``, ``%w[rm -rf]``)."""
+        out: list[tree_sitter.Node] = []
+        for n in nodes:
+            if n.type in ("argument", "parenthesized_expression", "list_expression", "array", "string_array",
+                          "array_creation_expression", "array_element_initializer"):  # fmt: skip
+                if n.type == "array" and self.lang == "perl":
+                    out.append(n)  # `@a`: resolved from self.lists by run()
+                else:
+                    out += self.items([c for c in n.named_children if c.type != "comment"])
+            else:
+                out.append(n)
+        return out
+
+    def value(self, n: tree_sitter.Node | None) -> str | None:
+        """The string ``n`` evaluates to, when built from literals; else None."""
+        if n is None:
+            return UNKNOWN
+        t, text = n.type, (n.text or b"").decode()
+        if t in ("string", "encapsed_string", "string_literal", "interpolated_string_literal", "bare_string",
+                 "subshell", "shell_command_expression", "command_string", "heredoc_body", "nowdoc_body"):  # fmt: skip
+            content = n.child_by_field_name("content") if self.lang == "perl" else None
+            raw = t in ("string_literal",) or (t == "string" and (text.startswith(("'", "%q"))))
+            return self.pieces(content if content is not None else n, raw)
+        if t in ("heredoc", "nowdoc"):
+            return self.value(n.child_by_field_name("value"))
+        if t in _HEREDOC_START:
+            body = self.heredocs.get((n.start_byte, n.end_byte))
+            if body is None:
+                return UNKNOWN
+            out = self.pieces(body, "'" in text)
+            if out is not None and self.lang == "ruby":
+                out = out[1:] if out.startswith("\n") else out
+                out = textwrap.dedent(out) if "~" in text else out
+            return out
+        if t == "chained_string":
+            parts = [self.value(c) for c in n.named_children]
+            return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+        if t in ("binary", "binary_expression"):
+            op = n.child_by_field_name("operator")
+            left, right = self.value(n.child_by_field_name("left")), self.value(n.child_by_field_name("right"))
+            if op is None or left is None or right is None or op.type not in ("+", "."):
+                return UNKNOWN
+            return left + right
+        if t in ("parenthesized_expression", "parenthesized_statements", "argument") and n.named_children:
+            return self.value(n.named_children[0])
+        if t in ("identifier", "variable_name", "scalar"):
+            return self.names.get(text, UNKNOWN)
+        if re.fullmatch(r"""ENV\[["']HOME["']\]|\$ENV\{["']?HOME["']?\}|\$_(?:SERVER|ENV)\[["']HOME["']\]""", text):
+            return "~"
+        if t in ("call", "function_call_expression"):
+            name = self.callee(n)
+            args = self.arguments(n)
+            if name in ("Dir.home", "getenv", "ENV.fetch") and (
+                name == "Dir.home" or (args and self.value(args[0]) == "HOME")
+            ):
+                return "~"
+            if name in ("Dir.pwd", "getcwd", "Dir.getwd"):
+                return "."
+            if name in ("File.expand_path", "URI", "URI.parse", "realpath") and args:
+                return self.value(args[0])
+            if name == "File.join" and args:
+                parts = [self.value(a) for a in args]
+                if any(p is None for p in parts):
+                    return UNKNOWN
+                return "/".join(p.rstrip("/") if i < len(parts) - 1 else p for i, p in enumerate(parts) if p)
+        return UNKNOWN
+
+    def pieces(self, n: tree_sitter.Node, raw: bool) -> str | None:
+        """A string's text: its contents, escapes decoded, interpolations resolved or unknown."""
+        if self.lang == "perl" and n.type in ("string_content", "heredoc_content"):
+            return self.perl_pieces(n, raw)
+        out = ""
+        for c in n.children:
+            ctext = (c.text or b"").decode()
+            if c.type in ("string_content", "heredoc_content", "nowdoc_string"):
+                inner = self.perl_pieces(c, raw) if self.lang == "perl" else ctext
+                if inner is None:
+                    return UNKNOWN
+                out += inner
+            elif c.type == "escape_sequence":
+                out += self.escape(ctext, raw)
+            elif c.type == "interpolation":
+                inner = self.value(c.named_children[0] if c.named_children else None)
+                if inner is None:
+                    return UNKNOWN
+                out += inner
+            elif c.type == "variable_name" or (c.is_named and ctext[:1] in ("$", "@")):
+                inner = self.value(c)
+                if inner is None:
+                    return UNKNOWN
+                out += inner
+        return out
+
+    def perl_pieces(self, n: tree_sitter.Node, raw: bool) -> str | None:
+        """Perl string contents: the text between the interpolated variables and escapes."""
+        body, base = n.text or b"", n.start_byte
+        out, at = "", base
+        for c in n.children:
+            if c.type == "not-interpolated":
+                continue  # a mark inside the text, which the gaps already hold
+            out += body[at - base : c.start_byte - base].decode()
+            at = c.end_byte
+            ctext = (c.text or b"").decode()
+            if c.type == "heredoc_end":
+                return out
+            if c.type == "escape_sequence":
+                out += self.escape(ctext, raw)
+            elif ctext[:1] in ("$", "@") and not raw:
+                inner = self.value(c)
+                if inner is None:
+                    return UNKNOWN
+                out += inner
+            else:
+                out += ctext
+        return out + body[at - base :].decode()
+
+    def escape(self, text: str, raw: bool) -> str:
+        if raw:  # single quotes: only \\ and \' are escapes
+            return text[1:] if text[1:] in ("\\", "'") else text
+        return _unescape(text)
+
+    # ---- calls ----------------------------------------------------------------------------
+    def callee(self, n: tree_sitter.Node) -> str:
+        if self.lang == "ruby":
+            method = n.child_by_field_name("method")
+            rec = n.child_by_field_name("receiver")
+            name = (method.text or b"").decode() if method is not None else ""
+            if rec is None:
+                return name
+            if rec.type in ("constant", "scope_resolution"):
+                return (rec.text or b"").decode() + "." + name
+            return "." + name  # a method of some object: only `obj.send(...)` is looked at
+        if n.type == "eval_expression":
+            return "eval"
+        fn = n.child_by_field_name("function") or n.child_by_field_name("method")
+        if fn is None:
+            return ""
+        if self.lang == "php":
+            if fn.type not in ("name", "qualified_name"):
+                return "?"  # `$f("rm -rf ~")`: the function is chosen at run time
+            return (fn.text or b"").decode().lstrip("\\").rsplit("\\", 1)[-1].lower()
+        return re.split(r"::|->", (fn.text or b"").decode())[-1]
+
+    def arguments(self, n: tree_sitter.Node) -> list[tree_sitter.Node]:
+        if n.type == "eval_expression":
+            return [c for c in n.named_children if c.type != "block"]
+        args = n.child_by_field_name("arguments")
+        if args is None:
+            return []
+        if args.type in ("argument_list", "arguments", "list_expression"):
+            return [c for c in args.named_children if c.type not in ("comment", "block_argument")]
+        return [args]
+
+    def call(self, n: tree_sitter.Node) -> None:
+        name = self.callee(n)
+        args = self.arguments(n)
+        if name == "?":
+            if args:
+                self.found.touches.append(("exec", None, False))
+            return
+        if name in ("send", ".send", "public_send", ".public_send", "__send__", ".__send__") and args:
+            first = args[0]
+            target = (first.text or b"").decode().lstrip(":") if first.type == "simple_symbol" else self.value(first)
+            if target is None:
+                self.found.touches.append(("exec", None, False))  # a method chosen at run time
+            elif self.calls.get(target) in ("run", "code"):
+                self.act(self.calls[target], target, args[1:])
+            return
+        role = self.calls.get(name)
+        if role is not None:
+            self.act(role, name, args)
+
+    def act(self, role: str, name: str, args: list[tree_sitter.Node]) -> None:
+        touch = self.found.touches.append
+        if self.lang == "ruby" and args and args[0].type == "hash":
+            args = args[1:]  # system({"VAR" => "x"}, "cmd")
+        if role == "run":
+            self.run(args[:1] if self.lang == "php" else args)
+        elif role == "code":
+            code = self.value(args[0]) if args else UNKNOWN
+            if code is None:
+                if args:
+                    touch(("exec", None, False))
+            elif self.depth < 3:
+                inner = analyze(self.lang, code, self.depth + 1)
+                self.found.commands += inner.commands
+                self.found.touches += inner.touches
+        elif role in ("delete", "delete-recursive", "read"):
+            for a in self.items(args):
+                path = self.value(a)
+                if path is not None:
+                    touch(("read" if role == "read" else "delete", path, role == "delete-recursive"))
+        elif role == "write":
+            path = self.value(args[0]) if args else UNKNOWN
+            if path is not None:
+                touch(("write", path, False))
+        elif role == "open":
+            self.open(args)
+        elif role == "perl-open":
+            self.perl_open(args[1:])
+        elif role in ("copy", "move") and len(args) > 1:
+            src, dst = self.value(args[0]), self.value(args[1])
+            if src is not None:
+                touch(("read" if role == "copy" else "delete", src, name.endswith("cp_r")))
+            if dst is not None:
+                touch(("write", dst, False))
+        elif role in ("url", "url-send") and args:
+            url = self.value(args[0])
+            if url is not None and ("://" in url or len(args) > 1):
+                touch(("network-send" if role == "url-send" else "network", url, False))
+
+    def open(self, args: list[tree_sitter.Node]) -> None:
+        """Ruby ``open``/``File.open``, PHP ``fopen``/``file_get_contents``: by the path and the mode."""
+        path = self.value(args[0]) if args else UNKNOWN
+        if path is None:
+            return
+        if path.startswith("|") and self.lang == "ruby":
+            self.found.commands.append(path[1:].strip())
+            return
+        if "://" in path:
+            self.found.touches.append(("network", path, False))
+            return
+        mode = self.value(args[1]) if len(args) > 1 else ""
+        writing = mode is not None and any(c in mode for c in "wax+")
+        self.found.touches.append(("write" if writing else "read", path, False))
+
+    def perl_open(self, rest: list[tree_sitter.Node]) -> None:
+        """``open(F, "cmd |")``, ``open(my $f, "-|", "cmd", @args)``, ``open(F, "<", $path)``."""
+        touch = self.found.touches.append
+        if not rest:
+            return
+        if len(rest) == 1:
+            spec = self.value(rest[0])
+            if spec is None:
+                return
+            spec = spec.strip()
+            if spec.endswith("|") or spec.startswith("|"):
+                self.found.commands.append(spec.strip("|").strip())
+            elif spec.startswith((">", "+")):
+                touch(("write", spec.lstrip("+<>").strip(), False))
+            else:
+                touch(("read", spec.lstrip("<").strip(), False))
+            return
+        mode = (self.value(rest[0]) or "").strip()
+        if mode.startswith(("-|", "|-")):
+            self.run(rest[1:])
+            return
+        path = self.value(rest[1])
+        if path is not None:
+            touch(("write" if mode.startswith((">", "+")) else "read", path, False))
+
+    def run(self, args: list[tree_sitter.Node]) -> None:
+        """A command line (one string) or an argv (several, or a list) the code runs."""
+        nodes = self.items(args)
+        if not nodes:
+            return
+        words: list[str | None] = []
+        for a in nodes:
+            if a.type == "array" and self.lang == "perl":
+                words += self.lists.get((a.text or b"").decode(), [UNKNOWN])
+            elif a.type in ("identifier", "variable_name") and (a.text or b"").decode() in self.lists:
+                words += self.lists[(a.text or b"").decode()]
+            else:
+                words.append(self.value(a))
+        if not words or any(w is None for w in words):
+            self.found.touches.append(("exec", None, False))
+            return
+        listed = len(words) > 1 or args[0].type in ("array", "string_array", "array_creation_expression")
+        self.found.commands.append(_join_home([w for w in words if w is not None]) if listed else words[0] or "")
+
+
 # ---- a lexical scan for the languages without a shipped grammar ------------------------------
 _STRING = r"""(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')"""
 _SCANS: dict[str, list[tuple[str, re.Pattern[str]]]] = {
-    "perl": [
-        ("shell", re.compile(r"\b(?:system|exec|open)\s*\(?\s*" + _STRING)),
-        ("shell", re.compile(r"`([^`]*)`")),
-        ("shell", re.compile(r"\bqx\s*[({\[/|!]([^)}\]/|!]*)")),
-        ("delete-recursive", re.compile(r"\b(?:rmtree|remove_tree)\s*\(?\s*" + _STRING)),
-        ("delete", re.compile(r"\bunlink\s*\(?\s*" + _STRING)),
-        ("read", re.compile(r"\bopen\s*\(?\s*(?:my\s+)?\$?\w*\s*,\s*(?:'<'\s*,\s*)?" + _STRING)),
-    ],
-    "ruby": [
-        ("shell", re.compile(r"\b(?:system|exec|spawn|IO\.popen|Open3\.\w+)\s*\(?\s*" + _STRING)),
-        ("shell", re.compile(r"`([^`]*)`")),
-        ("shell", re.compile(r"%x[({\[]([^)}\]]*)")),
-        (
-            "delete-recursive",
-            re.compile(r"\bFileUtils\.(?:rm_rf|rm_r|remove_dir|remove_entry(?:_secure)?)\s*\(?\s*" + _STRING),
-        ),
-        ("delete", re.compile(r"\b(?:File\.(?:delete|unlink)|FileUtils\.rm(?:_f)?)\s*\(?\s*" + _STRING)),
-        ("read", re.compile(r"\b(?:File\.(?:read|open|readlines|foreach)|IO\.read)\s*\(?\s*" + _STRING)),
-    ],
-    "php": [
-        ("shell", re.compile(r"\b(?:system|exec|shell_exec|passthru|popen|proc_open)\s*\(\s*" + _STRING)),
-        ("shell", re.compile(r"`([^`]*)`")),
-        ("delete", re.compile(r"\b(?:unlink|rmdir)\s*\(\s*" + _STRING)),
-        ("read", re.compile(r"\b(?:file_get_contents|readfile|fopen|file)\s*\(\s*" + _STRING)),
-    ],
     "awk": [
         ("shell", re.compile(r"\bsystem\s*\(\s*" + _STRING)),
         ("pipe", re.compile(r"\|\s*" + _STRING)),
     ],
 }
 _DYNAMIC_RUN: dict[str, re.Pattern[str]] = {
-    "perl": re.compile(r"\b(?:system|exec|eval|qx)\b|`"),
-    "ruby": re.compile(r"\b(?:system|exec|spawn|eval|popen|instance_eval|send)\b|`|%x"),
-    "php": re.compile(r"\b(?:system|exec|shell_exec|passthru|popen|proc_open|eval|assert)\b|`"),
     "awk": re.compile(r"\bsystem\b|\|\s*getline|\|\s*\""),
 }
 
