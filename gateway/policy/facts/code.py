@@ -254,20 +254,9 @@ class _Tree:
             flags = prefix.group(0).lower() if prefix else ""
             if "f" in flags and any(c.type == "interpolation" for c in n.named_children):
                 return UNKNOWN
-            out = ""
-            for c in n.named_children:
-                if c.type == "string_content":
-                    out += (c.text or b"").decode()
-                elif c.type == "escape_sequence":
-                    out += _unescape((c.text or b"").decode())
+            out = _literal(n, "string_content")
             return out if "r" in flags else _unescape(out)
-        out = ""
-        for c in n.named_children:
-            if c.type == "string_fragment":
-                out += (c.text or b"").decode()
-            elif c.type == "escape_sequence":
-                out += _unescape((c.text or b"").decode())
-        return out
+        return _literal(n, "string_fragment")
 
     # ---- calls ----------------------------------------------------------------------------
     def callee(self, n: tree_sitter.Node) -> str:
@@ -433,6 +422,17 @@ class _Tree:
             self.found.touches.append(("exec", None, False))
             return
         self.found.commands.append(_join([w for w in words if w is not None]))
+
+
+def _literal(n: tree_sitter.Node, content: str) -> str:
+    """A string node's text: its ``content`` pieces and decoded escape sequences."""
+    out = ""
+    for c in n.named_children:
+        if c.type == content:
+            out += (c.text or b"").decode()
+        elif c.type == "escape_sequence":
+            out += _unescape((c.text or b"").decode())
+    return out
 
 
 def _join(words: list[str]) -> str:
