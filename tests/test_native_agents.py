@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from gateway.native import ahp, flow
+from gateway.native.gemini import CAPS as GEMINI_CAPS
 from gateway.native.model import NativeAnswer, Translation
+from gateway.server.app import GatewayServer
+from tests.test_native_e2e import default_gateway, hook
+
+__all__ = ["default_gateway"]  # the module-scoped gateway fixture, shared with test_native_e2e
 
 # Copilot CLI 1.0.102, `copilot -p` with hooks in .github/hooks/ (paths and ids replaced).
 COPILOT_SESSION = "374132f3-67c2-46bd-993c-711a054401c3"
@@ -117,3 +122,53 @@ def test_copilot_ask_carries_a_reason() -> None:
     assert doc["permissionDecision"] == "ask"
     assert doc["permissionDecisionReason"] == ahp.ASK_REASON
     assert doc["hookSpecificOutput"]["permissionDecisionReason"] == ahp.ASK_REASON
+
+
+# ------------------------------------------------------------------------- Gemini headless ask
+# A recursive delete outside the workspace: the bundled policy asks, with a deny as its fallback.
+GEMINI_RM = {
+    "session_id": "8c2d4e6f-1a3b-4c5d-9e7f-0a1b2c3d4e5f",
+    "transcript_path": "",
+    "cwd": "/home/ana/payments",
+    "hook_event_name": "BeforeTool",
+    "timestamp": "2026-12-02T15:00:00.000Z",
+    "tool_name": "run_shell_command",
+    "tool_input": {"command": "rm -rf /opt/build"},
+}
+
+
+def test_non_interactive_does_not_advertise_ask() -> None:
+    """issue 29: with ``--non-interactive`` the request does not advertise ask (so the gateway
+    applies the rule's fallback); the codec's shared advertisement is left as it was."""
+    raw = json.dumps(GEMINI_RM).encode()
+    prepared = flow.prepare(flow.codec_for("gemini"), raw, None, "deny", ask=False)
+    assert prepared.tr is not None and prepared.body is not None
+    caps = json.loads(prepared.body)["params"]["capabilities"]
+    assert "ask" not in caps["effects"] and "deny" in caps["effects"]
+    assert "ask" in GEMINI_CAPS["BeforeTool"]["effects"]  # type: ignore[index]
+    interactive = flow.prepare(flow.codec_for("gemini"), raw, None, "deny")
+    assert interactive.body is not None and "ask" in json.loads(interactive.body)["params"]["capabilities"]["effects"]
+
+
+def test_an_ask_answered_to_a_non_interactive_request_is_an_unusable_answer() -> None:
+    """issue 29: a gateway that answers ask anyway does not leave headless Gemini waiting: the
+    answer is outside the advertisement and decided by --on-error (deny)."""
+    prepared = flow.prepare(flow.codec_for("gemini"), json.dumps(GEMINI_RM).encode(), None, "deny", ask=False)
+    assert prepared.tr is not None
+    out = answer("gemini", prepared.tr, [{"type": "ask"}])
+    assert json.loads(out.stdout)["decision"] == "deny" and "unusable gateway answer" in out.stderr
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_headless_gemini_gets_the_rules_deny_instead_of_ask(default_gateway: GatewayServer) -> None:
+    """issue 29: a BeforeTool ``ask`` makes ``gemini -p`` wait forever for a confirmation (Gemini
+    CLI 0.61.0 turns a hook's ask into ask_user whatever the mode, and neither the payload nor the
+    hook's environment says the run is headless). ``hook gemini --non-interactive`` gets the
+    asking rule's fallback deny, with its reason, from the real policy library."""
+    stdin = json.dumps(GEMINI_RM).encode()
+    code, out, err = await hook("gemini", "--url", default_gateway.url, stdin=stdin)
+    assert (code, json.loads(out), err) == (0, {"decision": "ask"}, "")
+    code, out, err = await hook("gemini", "--url", default_gateway.url, "--non-interactive", stdin=stdin)
+    doc = json.loads(out)
+    assert code == 0 and err == "" and doc["decision"] == "deny"
+    assert "Recursive deletes outside the workspace" in doc["reason"]
