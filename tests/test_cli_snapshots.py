@@ -33,7 +33,22 @@ CASES: dict[str, list[str]] = {
     "schema-policy": ["schema", "--kind", "policy"],
     "schema-registration": ["schema", "--kind", "registration"],
     "schema-config": ["schema", "--kind", "config"],
+    "hook-config-claude-code": ["hook", "config", "claude-code", "--url", "http://127.0.0.1:8080/"],
+    "hook-config-copilot-http": ["hook", "config", "copilot", "--url", "http://127.0.0.1:8080/", "--http"],
+    "hook-config-gemini-headless": [
+        "hook",
+        "config",
+        "gemini",
+        "--url",
+        "http://127.0.0.1:8080/",
+        "--token-file",
+        "hook-token",
+        "--non-interactive",
+    ],
+    "hook-config-unknown": ["hook", "config", "claude", "--url", "http://127.0.0.1:8080/"],
 }
+# `hook config` prints the absolute paths of the interpreter and of the token file; the snapshots
+# show placeholders (the commands are `<python> -m gateway` here, the console script when installed).
 BROKEN = """\
 id: org.example.broken
 fanout: sideways
@@ -62,9 +77,12 @@ def run_case(args: list[str], workdir: Path) -> str:
         timeout=120,
         check=False,
     )
-    return (
+    text = (
         f"$ ahp-gateway {' '.join(args)}\n[exit {proc.returncode}]\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
     )
+    if args[:2] == ["hook", "config"]:
+        text = text.replace(os.path.abspath(sys.executable), "<python>").replace(str(workdir), "<workdir>")
+    return text
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +90,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("snapshots") / "cli"
     shutil.copytree(FIXTURE, target)
     (target / "broken.yaml").write_text(BROKEN)
+    (target / "hook-token").write_text("hook-token-value\n")
     return target
 
 

@@ -376,7 +376,11 @@ OUTCOMES: list[tuple[str, str, list[dict[str, Any]], int, Any, str]] = [
         "preToolUse/bash",
         [ASK],
         0,
-        {"permissionDecision": "ask", **hso("PreToolUse", permissionDecision="ask")},
+        {
+            "permissionDecision": "ask",
+            "permissionDecisionReason": ahp.ASK_REASON,
+            **hso("PreToolUse", permissionDecision="ask", permissionDecisionReason=ahp.ASK_REASON),
+        },
         "",
     ),
     (

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import io
 import json
 import os
 import shlex
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -266,49 +264,198 @@ async def _endpoint_checks(default_gateway: GatewayServer, http: aiohttp.ClientS
 
 
 # ------------------------------------------------------------------------------- hook config
-def _blocks(text: str) -> list[Any]:
-    docs, current = [], []
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            if current:
-                docs.append(json.loads("\n".join(current)))
-                current = []
-            continue
-        current.append(line)
-    return docs
+def _config(
+    capsys: pytest.CaptureFixture[str], *args: str, argv0: str | None = None, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str, str]:
+    if argv0 is not None:
+        monkeypatch.setattr(sys, "argv", [argv0])
+    code = hook_main(["config", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text("t0k3n\n")
+    return path
+
+
+@pytest.fixture
+def console_script(tmp_path: Path) -> Path:
+    """Stands for the installed ``ahp-gateway`` script (only its path is read)."""
+    path = tmp_path / "venv" / "bin" / "ahp-gateway"
+    path.parent.mkdir(parents=True)
+    path.write_text("#!/bin/sh\n")
+    return path
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
-def test_hook_config_prints_a_working_snippet_and_the_failure_behaviour(harness: str) -> None:
-    buffer = io.StringIO()
-    with redirect_stdout(buffer):
-        assert hook_main(["config", harness, "--url", "http://127.0.0.1:8080/", "--token-file", "/etc/ahp/token"]) == 0
-    text = buffer.getvalue()
-    assert text == snippet(harness, "http://127.0.0.1:8080/", "/etc/ahp/token")
-    docs = _blocks(text)
-    assert docs and "# failure behaviour" in text
-    commands = [c for c in _strings(docs[0]) if c.startswith("ahp-gateway hook ")]
-    assert commands
+def test_hook_config_prints_one_json_document_and_the_comments_on_stderr(
+    harness: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    token_file: Path,
+    console_script: Path,
+) -> None:
+    """issue 29: stdout is valid JSON that can be merged into the agent's settings; every command
+    names the absolute path of the ``ahp-gateway`` that printed it (a bare ``ahp-gateway`` is not
+    on the agent's PATH after a venv install) and the token file by its absolute path."""
+    monkeypatch.chdir(token_file.parent)
+    code, out, err = _config(
+        capsys,
+        harness,
+        "--url",
+        "http://127.0.0.1:8080/",
+        "--token-file",
+        "token",
+        argv0=str(console_script),
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert out == snippet(harness, "http://127.0.0.1:8080/", str(token_file), exe=[str(console_script)]).document
+    assert err.startswith("# merge into ") and "# failure behaviour" in err
+    assert all(line.startswith("#") for line in err.splitlines())
+    commands = [c for c in _strings(doc) if c.startswith(str(console_script))]
+    assert commands and not [c for c in _strings(doc) if c.startswith("ahp-gateway ")]
     for command in commands:
         argv = shlex.split(command)
-        assert argv[:3] == ["ahp-gateway", "hook", harness] and "--event" in argv and "--token-file" in argv
+        assert argv[:3] == [str(console_script), "hook", harness] and "--event" in argv
+        assert argv[argv.index("--token-file") + 1] == str(token_file)
+        assert "--non-interactive" not in argv
     if harness == "claude-code":
-        pre = docs[0]["hooks"]["PreToolUse"][0]["hooks"][0]
+        pre = doc["hooks"]["PreToolUse"][0]["hooks"][0]
         assert pre["onFailure"] == "block" and pre["timeout"] == 10
-        assert docs[1]["hooks"]["PreToolUse"][0]["hooks"][0]["url"] == "http://127.0.0.1:8080/native/claude-code"
-        assert "FAIL-CLOSED on the entries with onFailure: block" in text
+        assert "FAIL-CLOSED on the entries with onFailure: block" in err and "--http" in err
     if harness == "codex":
-        assert "always FAIL-OPEN" in text and "FAIL-CLOSED" not in text
+        assert "always FAIL-OPEN" in err and "FAIL-CLOSED" not in err
     if harness == "cursor":
-        assert docs[0]["hooks"]["preToolUse"][0]["failClosed"] is True
+        assert doc["hooks"]["preToolUse"][0]["failClosed"] is True
         # One tool layer only: Cursor fires preToolUse and beforeShellExecution for one Shell call.
-        assert not {"beforeShellExecution", "beforeMCPExecution", "beforeReadFile"} & set(docs[0]["hooks"])
+        assert not {"beforeShellExecution", "beforeMCPExecution", "beforeReadFile"} & set(doc["hooks"])
     if harness in ("gemini", "windsurf"):
-        assert "FAIL-CLOSED" not in text
+        assert "FAIL-CLOSED" not in err
+    if harness == "gemini":
+        assert "--non-interactive" in err
     if harness == "copilot":
-        assert "native timeout: FAIL-OPEN" in text
+        assert "native timeout: FAIL-OPEN" in err
+        assert "1.0.102: connection refused or a non-2xx answer FAIL-CLOSED" in err
         # One casing only: both casings make the CLI fire twice.
-        assert all(name[0].islower() for name in docs[0]["hooks"])
+        assert all(name[0].islower() for name in doc["hooks"])
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "copilot"])
+def test_hook_config_http_prints_the_native_http_hook(
+    harness: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = _config(capsys, harness, "--url", "http://127.0.0.1:8080/ahp", "--http", monkeypatch=monkeypatch)
+    assert code == 0, err
+    doc = json.loads(out)
+    urls = [h["url"] for entries in doc["hooks"].values() for e in entries for h in e.get("hooks", [e])]
+    if harness == "claude-code":
+        assert urls == ["http://127.0.0.1:8080/native/claude-code"] * 2
+        assert doc["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"] == "block"
+    else:
+        assert urls == [f"http://127.0.0.1:8080/native/copilot?event={e}" for e in ("preToolUse", "permissionRequest")]
+        assert "COPILOT_HOOK_ALLOW_LOCALHOST=1" in err
+
+
+def test_hook_config_non_interactive_and_module_fallback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 29: ``--non-interactive`` goes into every command; run as ``python -m gateway`` the
+    commands name this interpreter."""
+    code, out, err = _config(
+        capsys,
+        "gemini",
+        "--url",
+        "http://127.0.0.1:8080/",
+        "--non-interactive",
+        argv0=str(ROOT / "gateway" / "__main__.py"),
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    for command in _strings(json.loads(out)):
+        if " hook " in command:
+            argv = shlex.split(command)
+            assert argv[:4] == [os.path.abspath(sys.executable), "-m", "gateway", "hook"]
+            assert argv[-1] == "--non-interactive"
+    assert "headless" not in err  # the note is for the interactive snippet
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["x", "--url", "http://h/"], "ahp-gateway hook config: unknown harness 'x'\n"),
+        (["codex", "--url", "ftp://h/"], "invalid --url 'ftp://h/'"),
+        (["codex", "--url", "http://h:99999/"], "invalid --url 'http://h:99999/'"),
+        (["codex", "--url", "http://h/", "--token-file", "missing"], "cannot read the token file /"),
+        (["codex", "--url", "http://h/", "--http"], "codex has no native HTTP hook"),
+        (["codex", "--url", "http://h/", "--non-interactive=1"], "--non-interactive takes no value"),
+    ],
+)
+def test_hook_config_refuses_what_the_hook_could_not_use(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """issue 29: an unknown harness, an invalid URL or an unreadable token file is refused when
+    the snippet is printed (naming the path), not found at the first tool call."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _config(capsys, *args, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and message in err, err
+    if "token file" in message:
+        assert str(tmp_path / "missing") in err
+
+
+def test_hook_config_refuses_an_empty_token_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").write_text("\n")
+    code, out, err = _config(
+        capsys, "codex", "--url", "http://h/", "--token-file", str(tmp_path / "empty"), monkeypatch=monkeypatch
+    )
+    assert (code, out) == (2, "") and f"the token file {tmp_path / 'empty'} holds no usable token" in err
+
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "ahp-gateway"
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.is_file(), reason="no ahp-gateway console script next to this interpreter")
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_printed_command_runs_without_ahp_gateway_on_path(
+    default_gateway: GatewayServer, tmp_path: Path
+) -> None:
+    """issue 29: the command ``hook config`` prints (run by the console script) works from another
+    directory with a PATH that does not hold the virtual environment."""
+    proc = await asyncio.create_subprocess_exec(
+        str(CONSOLE_SCRIPT),
+        "hook",
+        "config",
+        "claude-code",
+        "--url",
+        default_gateway.url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err
+    command = json.loads(out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert shlex.split(command)[0] == str(CONSOLE_SCRIPT)
+    payload, _ = shell_payload("claude-code", FORCE_PUSH)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AHP_GATEWAY_")}
+    env["PATH"] = "/usr/bin:/bin"
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(json.dumps(payload).encode()), 60)
+    assert POLICY_REASON in denial_text("claude-code", proc.returncode or 0, out.decode(), err.decode())
 
 
 def _strings(value: Any) -> list[str]:
@@ -375,7 +522,7 @@ def test_option_parsing_forms_and_errors(capsys: pytest.CaptureFixture[str]) -> 
     for argv, message in (
         (["cursor", "--url"], "--url needs a value"),
         (["cursor", "codex"], "exactly one harness"),
-        (["Cursor"], "exactly one harness"),
+        (["Cursor"], "unknown harness 'Cursor'"),
         (["cursor", "--on-error", "maybe"], "deny or allow"),
         (["cursor", "--timeout-ms", "-5"], "between 1 and 600000"),
         (["cursor", "--token"], "unknown option --token"),

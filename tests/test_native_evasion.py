@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 
 from gateway.config.load import load
-from gateway.native import HARNESSES, client, flow
+from gateway.native import HARNESSES, ahp, client, flow
 from gateway.server.app import GatewayServer
 from tests.native_payloads import ALL
 
@@ -213,7 +213,12 @@ def asked(harness: str, a: Answer) -> bool:
         {"decision": "ask"},  # gemini
         {
             "permissionDecision": "ask",
-            "hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"},
+            "permissionDecisionReason": ahp.ASK_REASON,
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "ask",
+                "permissionDecisionReason": ahp.ASK_REASON,
+            },
         },
     )
 

@@ -389,6 +389,11 @@ def settle(effects: list[Json], current_input: Json | None) -> Settled:
     return out
 
 
+ASK_REASON = "The policy gateway asks for confirmation of this call."
+"""The reason sent with a native ``ask`` where the harness shows one: the AHP ``ask`` effect
+carries no text of its own."""
+
+
 def synthetic_denial(why: str) -> Settled:
     """What the adapter decides by itself under ``--on-error deny`` (failure.md: generic reason,
     no network details; distinguishable from a policy denial by its wording)."""

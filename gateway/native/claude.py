@@ -6,9 +6,11 @@ dialect (native-hooks §0.1) and differ in strictness, which a :class:`Profile` 
   bare ``allow``, ``continue:false`` on PreToolUse, ...) as a failed hook and then fails OPEN. So
   the advertisement holds only what its published output schemas accept and every answer is
   built from those fields alone.
-- copilot: camelCase payloads (``toolName``, ``toolArgs`` as a JSON string) or, when configured
+- copilot: camelCase payloads (``toolName``; ``toolArgs`` an object in 1.0.x, a JSON string in
+  older versions; ``toolInput`` and ``hookName`` on ``permissionRequest``) or, when configured
   with PascalCase event names, snake_case ones; answers carry the CLI's top-level fields and the
-  VS Code ``hookSpecificOutput`` copy (both ignore what they do not know).
+  VS Code ``hookSpecificOutput`` copy (both ignore what they do not know). Copilot shows
+  ``permissionDecisionReason`` for ``ask`` too, so an ask always carries one.
 
 Continuations at ``Stop``: the payload only says whether the hook already continued the turn
 (``stop_hook_active``), so the adapter grants one continuation per stop: ``continuationCount`` 1
@@ -121,6 +123,7 @@ class ClaudeFamilyCodec:
     def event_name(self, payload: Json, event: str | None) -> str:
         name = event or text(payload.get("hook_event_name"))
         if self.profile.copilot:
+            name = name or text(payload.get("hookName"))
             if name is None:
                 name = _infer_copilot(payload)
             name = _COPILOT_NAMES.get(name, name) if name else None
@@ -145,7 +148,8 @@ class ClaudeFamilyCodec:
             when=payload.get("timestamp"),
         )
         tool_name = text(get(payload, "tool_name", "toolName")) or ""
-        tool_input = ahp.parse_input(get(payload, "tool_input", "toolArgs"))
+        # Copilot: ``toolArgs`` on preToolUse/postToolUse, ``toolInput`` on permissionRequest.
+        tool_input = ahp.parse_input(get(payload, "tool_input", "toolInput", "toolArgs"))
         native_id = payload.get("tool_use_id")
         ahp_type = _AHP_TYPE[name]
         if ahp_type in ("tool.before", "tool.permission.request", "tool.after") and not tool_name:
@@ -155,7 +159,7 @@ class ClaudeFamilyCodec:
             event_obj = events.tool_before(origin, tool_name, tool_input, native_id, mcp)
         elif ahp_type == "tool.permission.request":
             event_obj = events.permission_request(
-                origin, tool_name, tool_input, payload.get("permission_suggestions"), mcp
+                origin, tool_name, tool_input, get(payload, "permission_suggestions", "permissionSuggestions"), mcp
             )
         elif ahp_type == "tool.after":
             failed = name == "PostToolUseFailure"
@@ -299,7 +303,11 @@ class ClaudeFamilyCodec:
                 out["permissionDecision"] = nested["permissionDecision"] = s.permission
             if s.permission == "deny":
                 out["permissionDecisionReason"] = nested["permissionDecisionReason"] = s.reason
-            elif "input" in s.modified:
+            elif s.permission == "ask":
+                # Copilot shows this reason at the prompt ("No reason provided" without it) and,
+                # where nobody can answer (-p), to the model with its denial.
+                out["permissionDecisionReason"] = nested["permissionDecisionReason"] = ahp.ASK_REASON
+            if s.permission != "deny" and "input" in s.modified:
                 out["modifiedArgs"] = nested["updatedInput"] = s.modified["input"]
         elif name == "PermissionRequest":
             if s.stop is not None or s.permission == "deny":
@@ -353,6 +361,8 @@ def _infer_copilot(payload: Json) -> str | None:
     """camelCase payloads carry no event name; the installer passes ``--event`` (hook config
     does), this is the fallback."""
     if "toolName" in payload:
+        if "toolInput" in payload and "toolArgs" not in payload:
+            return "permissionRequest"
         if "toolResult" in payload:
             return "postToolUse"
         return "postToolUseFailure" if "error" in payload else "preToolUse"

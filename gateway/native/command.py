@@ -11,12 +11,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gateway.native import HARNESSES
+from gateway.native import HARNESSES, HTTP_HARNESSES
 
 DEFAULT_TIMEOUT_MS = 3000
 HOOK_USAGE = f"""usage: ahp-gateway hook <harness> [--url URL] [--event EVENT] [--token-file FILE]
-                          [--on-error deny|allow] [--timeout-ms N]
-       ahp-gateway hook config <harness> --url URL [--token-file FILE]
+                          [--on-error deny|allow] [--timeout-ms N] [--non-interactive]
+       ahp-gateway hook config <harness> --url URL [--token-file FILE] [--non-interactive] [--http]
 
 Run as the native hook of a coding agent: native payload on stdin, native answer out.
 
@@ -26,9 +26,16 @@ harness        one of {", ".join(HARNESSES)}
 --token-file   file holding the gateway bearer token (default: $AHP_GATEWAY_TOKEN_FILE)
 --on-error     decision when the gateway is unreachable, slow or answers badly (default: deny)
 --timeout-ms   internal deadline; keep it well below the native hook timeout (default: {DEFAULT_TIMEOUT_MS})
+--non-interactive
+               nobody can answer a prompt (gemini -p, copilot -p, CI): ask is not advertised,
+               so each asking rule's fallback (its deny) applies
+
+hook config prints the settings as JSON on stdout (where they go, and the failure behaviour, on
+stderr); --http prints the native HTTP hook instead (claude-code, copilot).
 """
-_HOOK_OPTIONS = frozenset(("--url", "--event", "--token-file", "--on-error", "--timeout-ms"))
-_CONFIG_OPTIONS = frozenset(("--url", "--token-file"))
+_HOOK_OPTIONS = frozenset(("--url", "--event", "--token-file", "--on-error", "--timeout-ms", "--non-interactive"))
+_CONFIG_OPTIONS = frozenset(("--url", "--token-file", "--non-interactive", "--http"))
+_FLAGS = frozenset(("--non-interactive", "--http"))
 
 
 class _Usage(Exception):
@@ -44,6 +51,8 @@ class _Args:
         self.event = options.get("--event")
         self.token_file = options.get("--token-file")
         self.on_error = options.get("--on-error", "deny")
+        self.non_interactive = "--non-interactive" in options
+        self.http = "--http" in options
         timeout = options.get("--timeout-ms", str(DEFAULT_TIMEOUT_MS))
         if self.on_error not in ("deny", "allow"):
             raise _Usage("--on-error must be deny or allow")
@@ -61,7 +70,10 @@ def _parse(argv: Sequence[str], allowed: frozenset[str]) -> _Args:
             name, eq, value = arg.partition("=")
             if name not in allowed:
                 raise _Usage(f"unknown option {name[:40]}")
-            if not eq:
+            if name in _FLAGS:
+                if eq:
+                    raise _Usage(f"{name} takes no value")
+            elif not eq:
                 following = next(items, None)
                 if following is None:
                     raise _Usage(f"{name} needs a value")
@@ -69,7 +81,9 @@ def _parse(argv: Sequence[str], allowed: frozenset[str]) -> _Args:
             options[name] = value
         else:
             positional.append(arg)
-    if len(positional) != 1 or positional[0] not in HARNESSES:
+    if len(positional) == 1 and positional[0] not in HARNESSES:
+        raise _Usage(f"unknown harness {positional[0][:40]!r}")
+    if len(positional) != 1:
         raise _Usage(f"expected exactly one harness: {', '.join(HARNESSES)}")
     return _Args(positional[0], options)
 
@@ -89,15 +103,60 @@ def _config(argv: list[str]) -> int:
 
     try:
         ns = _parse(argv, _CONFIG_OPTIONS)
+        url = ns.url or os.environ.get("AHP_GATEWAY_URL")
+        if not url:
+            raise _Usage("--url is required (or set AHP_GATEWAY_URL)")
+        _check_url(url)
+        token_file = _check_token_file(ns.token_file) if ns.token_file else None
+        if ns.http and ns.harness not in HTTP_HARNESSES:
+            raise _Usage(f"{ns.harness} has no native HTTP hook (--http: {', '.join(HTTP_HARNESSES)})")
     except _Usage as exc:
         sys.stderr.write(f"ahp-gateway hook config: {exc}\n")
+        if str(exc).startswith("unknown harness"):
+            sys.stderr.write(f"harnesses: {', '.join(HARNESSES)}\n")
         return 2
-    url = ns.url or os.environ.get("AHP_GATEWAY_URL")
-    if not url:
-        sys.stderr.write("ahp-gateway hook config: --url is required (or set AHP_GATEWAY_URL)\n")
-        return 2
-    sys.stdout.write(snippet(ns.harness, url, ns.token_file))
+    out = snippet(ns.harness, url, token_file, exe=executable(), interactive=not ns.non_interactive, http=ns.http)
+    sys.stdout.write(out.document)
+    sys.stdout.flush()
+    sys.stderr.write(out.comments)
     return 0
+
+
+def executable() -> list[str]:
+    """How the agent should start this ``ahp-gateway``: the absolute path of the console script
+    that is running, else this interpreter with ``-m gateway``."""
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0).startswith("ahp-gateway"):
+        found = argv0 if os.sep in argv0 or (os.altsep and os.altsep in argv0) else shutil.which(argv0)
+        if found and os.path.isfile(found):
+            return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "gateway"]
+
+
+def _check_url(url: str) -> None:
+    from gateway.native import client
+
+    try:
+        client.split_url(url)
+    except client.Unreachable as exc:
+        raise _Usage(f"invalid --url {url!r}: {exc}") from None
+
+
+def _check_token_file(path: str) -> str:
+    """The token file as an absolute path (the agent runs the hook from its own working
+    directory), refused now if the hook could not use it."""
+    full = os.path.abspath(path)
+    try:
+        with open(full, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise _Usage(f"cannot read the token file {full}: {why}") from None
+    if not token or any(c in token for c in "\r\n\0"):
+        raise _Usage(f"the token file {full} holds no usable token (one line, not empty)")
+    return full
 
 
 def _hook(argv: list[str]) -> int:
@@ -117,7 +176,7 @@ def _run(ns: _Args) -> int:
 
     codec = flow.codec_for(ns.harness)
     raw = sys.stdin.buffer.read(flow.MAX_PAYLOAD_BYTES + 1)
-    prepared = flow.prepare(codec, raw, ns.event, ns.on_error)
+    prepared = flow.prepare(codec, raw, ns.event, ns.on_error, ask=not ns.non_interactive)
     if prepared.answer is not None:
         return _emit(prepared.answer)
     assert prepared.tr is not None and prepared.body is not None

@@ -64,9 +64,22 @@ def parse_payload(raw: bytes) -> Json:
     return payload
 
 
-def prepare(codec: Codec, raw: bytes, event: str | None, on_error: str) -> Prepared:
+def without_ask(tr: Translation) -> None:
+    """Non-interactive runs (``--non-interactive``): nobody can answer a prompt, and headless
+    Gemini (``gemini -p``) waits forever on a BeforeTool ``ask``. Not advertising ``ask`` makes the
+    gateway apply each asking rule's fallback (its deny), as for a harness that cannot ask; an
+    ``ask`` answered anyway is an unusable answer, decided by ``--on-error``."""
+    caps = tr.caps
+    if caps is not None and "ask" in caps["effects"]:
+        # a copy: the codecs share one advertisement per event across calls
+        tr.message["params"]["capabilities"] = {**caps, "effects": [e for e in caps["effects"] if e != "ask"]}
+
+
+def prepare(codec: Codec, raw: bytes, event: str | None, on_error: str, *, ask: bool = True) -> Prepared:
     try:
         tr = codec.translate(parse_payload(raw), event)
+        if tr is not None and not ask:
+            without_ask(tr)
         body = json.dumps(tr.message, ensure_ascii=False).encode("utf-8", "surrogatepass") if tr else None
     except RecursionError:
         return Prepared(None, answer=failure(codec, None, on_error, "unusable native payload: nested too deeply"))
