@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import logging
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -463,7 +464,10 @@ def test_check_refuses_an_unauthenticated_listener_off_loopback_and_says_how_cal
     from gateway.cli import main
 
     path = tmp_path / "gateway.yaml"
-    cfg = gateway_config([hook("org.example.a", "http://127.0.0.1:9/")], listen={"host": "0.0.0.0", "port": 8080})
+    with socket.socket() as probe:  # a free port: `check` binds nothing, but names no port a user runs on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cfg = gateway_config([hook("org.example.a", "http://127.0.0.1:9/")], listen={"host": "0.0.0.0", "port": port})
     path.write_text(yaml.safe_dump(cfg))
     assert main(["check", "--config", str(path)]) == 1
     assert "inbound.auth" in capsys.readouterr().err
