@@ -134,8 +134,7 @@ def of_path(
         root = pathmod.normalize(w.text.split("{}", 1)[0] or ".", cwd, home, shell=True)
         return [effect(kind, program, via, path=root, recursive=True, certainty="bounded")]
     if w.dynamic:
-        head = w.text[: w.fixed]
-        where = pathmod.normalize(head.rsplit("/", 1)[0] or "/", cwd, home, shell=True) if "/" in head else ""
+        where = pathmod.static_dir(w.text[: w.fixed], cwd, home)
         return [effect(kind, program, via, path=where, recursive=recursive, certainty="unknown")]
     if w.text == "":
         return []

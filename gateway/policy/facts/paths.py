@@ -157,6 +157,12 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
 _normalize_cached = functools.lru_cache(maxsize=2048)(_normalize)
 
 
+def static_dir(head: str, cwd: str, home: str) -> str:
+    """The directory a word known only at run time stays in, from its static start ``head``
+    (``/srv/$X`` -> ``/srv``), or '' when the start names none."""
+    return normalize(head.rsplit("/", 1)[0] or "/", cwd, home, shell=True) if "/" in head else ""
+
+
 def under(path: str, roots: Iterable[str]) -> bool:
     """``path`` is one of ``roots`` or below one (paths already normalized)."""
     for root in roots:

@@ -1462,13 +1462,7 @@ class Walker:
                 candidates.append((w, t.split("@", 1)[1]))
             if "=" in t and not t.startswith("-"):
                 candidates.append((w, t.split("=", 1)[1]))
-        unresolved: list[str] = []
-        for w in operand_words:
-            if w.dynamic:
-                head = w.text[: w.fixed]
-                unresolved.append(
-                    pathmod.normalize(head.rsplit("/", 1)[0] or "/", st.cwd, st.home, shell=True) if "/" in head else ""
-                )
+        unresolved = [pathmod.static_dir(w.text[: w.fixed], st.cwd, st.home) for w in operand_words if w.dynamic]
         candidates += [
             (Word(r["target"], "1" * len(r["target"])), r["target"])
             for r in cmd.redirects
