@@ -87,6 +87,14 @@ _DECODE_MARK = re.compile(
     r"atob\(|Buffer\.from|fromCharCode|\bchr\(|\[::-1\]|\.reverse\(\)|marshal\.loads|zlib|gzip|bz2|lzma"
 )
 
+STDIN_CODE = "exec-stdin"
+"""The touch of code that evaluates what it read from stdin: the shell layer knows what feeds it."""
+_STDIN_MARK = re.compile(
+    r"sys\.stdin|\binput\(|fileinput|/dev/stdin|\bopen\(\s*0\b|readFileSync\(\s*0\b|process\.stdin|"
+    r"\bSTDIN\b|\$stdin|\bgets\b|\bARGF\b|php://stdin|<>|\breadline\("
+)
+"""Code that reads its standard input: computed code it evaluates may be whatever was piped in."""
+
 _PY = tree_sitter.Language(tree_sitter_python.language())
 _JS = tree_sitter.Language(tree_sitter_javascript.language())
 
@@ -362,6 +370,8 @@ class _Tree:
             return "exec-download"
         if _DECODE_MARK.search(self.text):
             return "exec-decoded"
+        if _STDIN_MARK.search(self.text):
+            return STDIN_CODE
         return None
 
     def known_module(self, rec: tree_sitter.Node) -> bool:
@@ -537,8 +547,10 @@ class _Script:
         self.names: dict[str, str | None] = {}
         self.lists: dict[str, list[str | None]] = {}
         self.heredocs: dict[tuple[int, int], tree_sitter.Node] = {}
+        self.text = ""
 
     def walk(self, text: str) -> None:
+        self.text = text
         source = ("<?php " + text) if self.lang == "php" else text
         tree = _parser(self.lang).parse(source.encode("utf-8", "surrogatepass"))
         nodes: list[tree_sitter.Node] = []
@@ -755,7 +767,7 @@ class _Script:
             code = self.value(args[0]) if args else UNKNOWN
             if code is None:
                 if args:
-                    touch(("exec", None, False))
+                    touch((STDIN_CODE if _STDIN_MARK.search(self.text) else "exec", None, False))
             elif self.depth < 3:
                 inner = analyze(self.lang, code, self.depth + 1)
                 self.found.commands += inner.commands

@@ -1,0 +1,105 @@
+"""Shell commands as simple commands, parsed with tree-sitter-bash, for rules to reason over.
+
+What a rule gets for each simple command (see ``Command.as_fact``): the argv after quote and
+escape removal (ANSI-C ``$'..'`` included), brace expansion and static variable substitution; the
+program name resolved through paths and wrappers (``env``, ``sudo -u x``, ``nice``, ``exec``,
+``command``, ``busybox``, ``xargs``, ...); ``bash -c`` / ``eval`` / heredoc / ``echo ... | sh``
+payloads parsed recursively, up to :data:`MAX_DEPTH`; options as the program reads them
+(:mod:`options`); redirections; which programs feed its stdin and read its stdout (pipelines,
+``|&``, subshells, groups, process substitution); the programs whose output it runs as code; the
+effective cwd after ``cd``; and ``dynamic`` when something stays unknown until run time.
+Oversized, unparseable or too deeply nested input is reported, not guessed at."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+from gateway.policy.facts import effects as effectmod
+from gateway.policy.facts.shell.command import Command, State, is_interpreter, unique
+from gateway.policy.facts.shell.walker import MAX_BYTES, Walker
+
+__all__ = ["CACHE_ENTRIES", "CACHE_MAX_TEXT", "MAX_BYTES", "parse_command"]
+
+CACHE_ENTRIES = 256
+CACHE_MAX_TEXT = 2048
+CACHE_MAX_FACTS = 16384
+"""The parse cache holds at most 256 results of commands up to 2 KiB whose facts encode to at
+most 16 KiB (about 4.6 MB at worst): agents repeat the same commands (``git status``, the test
+command), and a flood of unique ones only evicts."""
+_cache: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+
+
+def parse_command(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Facts of every simple command in ``text`` and the reasons it could not be read fully.
+
+    A pure function of its three inputs, so repeated commands are answered from a bounded LRU
+    cache; each call gets its own copy decoded from JSON (cached or not), never a shared object."""
+    key = (text, cwd, home)
+    cached = _cache.get(key)
+    if cached is not None:
+        _cache.move_to_end(key)
+        facts, reasons = orjson.loads(cached)
+        return facts, reasons
+    encoded = orjson.dumps(_parse(text, cwd, home))
+    if len(text) <= CACHE_MAX_TEXT and len(encoded) <= CACHE_MAX_FACTS:
+        _cache[key] = encoded
+        if len(_cache) > CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    facts, reasons = orjson.loads(encoded)  # the same JSON shape whether cached or not
+    return facts, reasons
+
+
+def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[str]]:
+    walker = Walker(home)
+    state = State(cwd=cwd, home=home, vars={})
+    try:
+        walker.parse(text, state, 0, "")
+        walker.uncalled(state)
+    except RecursionError:
+        walker.unparsed.append("too-deep")
+    except ValueError:
+        walker.unparsed.append("syntax")
+    for cmd in walker.commands:
+        lost = cwd != "" and cmd.state.cwd == ""
+        found = effectmod.of_command(cmd.fact, cmd.words[cmd.start + 1 :], cmd.state.cwd, cmd.state.home, lost)
+        cmd.fact["effects"] = effectmod.with_persist(found + cmd.code_effects)
+    _link_effects(walker.commands)
+    facts = []
+    for cmd in walker.commands:
+        fact = dict(cmd.fact)
+        fact.pop("_inputs", None)
+        fact.pop("_values", None)
+        fact.pop("_stdin_parsed", None)
+        fact.pop("paths_raw", None)
+        facts.append(fact)
+    return facts, unique(walker.unparsed)
+
+
+_SOCKET_EXEC = re.compile(r"^(exec|system):", re.I)
+_NC_EXEC = frozenset({"-e", "-c", "--exec", "--sh-exec", "--lua-exec"})
+
+
+def _link_effects(commands: list[Command]) -> None:
+    """Effects that only the command line as a whole shows: code run from a program that read the
+    network is downloaded (``cat < /dev/tcp/h/80 | sh``), and a shell or interpreter whose input or
+    output is a socket, or that ``socat``/``nc`` attach to one, is a remote shell."""
+    fetching = {c.program for c in commands if any(e["kind"] == "network" for e in c.fact["effects"]) and c.program}
+    for cmd in commands:
+        fact = cmd.fact
+        found: list[dict[str, Any]] = fact["effects"]
+        for e in found:
+            if e["kind"] == "exec" and e["source"] != "download" and set(cmd.code_from) & fetching:
+                e["source"] = "download"
+        via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+        program = cmd.program
+        socket = any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
+        args = fact["args"]
+        attached = (program == "socat" and any(_SOCKET_EXEC.match(a) for a in args)) or (
+            program in ("nc", "ncat", "netcat") and any(a in _NC_EXEC for a in args)
+        )
+        if (socket and is_interpreter(program)) or attached:
+            found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))

@@ -1,0 +1,165 @@
+"""The fact of one simple command: the program, its subcommand, options, operands, the paths and
+hosts it names, as rules read them."""
+
+from __future__ import annotations
+
+import re
+
+from gateway.policy.facts import hosts as hostmod
+from gateway.policy.facts import options as opts
+from gateway.policy.facts import paths as pathmod
+from gateway.policy.facts.shell import git
+from gateway.policy.facts.shell.command import COPIERS, INTERPRETERS, NETWORK, PRIVILEGE, SEARCHERS, Command, unique
+from gateway.policy.facts.words import (
+    Word,
+    brace_expand,
+)
+
+# ---- the fact ---------------------------------------------------------------------------
+_URL_OPTIONS = frozenset(
+    {"--url", "--resolve", "--connect-to", "-x", "--proxy", "--preproxy", "-connect", "-Uri", "-uri"}
+)
+_URL_WORD = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_.-]*=|[A-Za-z_][A-Za-z0-9_]*=)?[A-Za-z][A-Za-z0-9+.-]{0,15}://")
+"""A word that is a URL (also as an ``--option=`` or ``NAME=`` value): for any program, the address
+it names is one it may connect to. A URL elsewhere in a word is text, except in an
+interpreter's code (``python -c "urlopen('http://...')"``)."""
+_SPACE = re.compile(r"\s")
+_SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
+
+
+def build(cmd: Command) -> None:
+    words = cmd.words
+    program = cmd.program
+    argv = [w.text for w in words[cmd.start :]]
+    args = argv[1:]
+    argw = words[cmd.start + 1 :]
+    sub = ""
+    spec_args = args
+    offset = 0
+    if program == "git":
+        top = opts.parse(args, opts.spec_for("git"))
+        if top.operands:
+            offset = top.operands[0] + 1
+            sub = args[top.operands[0]]
+            spec_args = args[offset:]
+            expanded = git.expand(cmd, argw[offset - 1 :], top.values.get("-c", []))
+            if expanded[0] is not argw[offset - 1]:  # an alias
+                added = expanded[1 : len(expanded) - (len(argw) - offset)]
+                sub, spec_args = expanded[0].text, [w.text for w in added] + spec_args
+                argw = [*argw[:offset], *added, *argw[offset:]]
+                args = [w.text for w in argw]
+    elif program in (
+        "gh",
+        "docker",
+        "kubectl",
+        "npm",
+        "cargo",
+        "go",
+        "aws",
+        "gcloud",
+        "az",
+        "diskutil",
+        "systemctl",
+        "brew",
+        "pip",
+        "helm",
+    ):
+        first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
+        if first is not None:
+            sub = args[first]
+    spec = opts.spec_for(program, sub) if program == "git" else opts.spec_for(_SPEC_ALIASES.get(program, program))
+    parsed = opts.parse(spec_args, spec)
+    operands = [spec_args[k] for k in parsed.operands]
+    operand_words = [argw[offset + k] for k in parsed.operands]
+    st = cmd.state
+    paths_raw: list[str] = []
+    paths: list[str] = []
+    globs: list[str] = []
+    extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []
+    if program in _SPEC_ALIASES or program in ("grep", "rg"):
+        # the first operand of a search program is its pattern (unless -e/-f give one), never a file
+        given = {"-e", "-f", "--regexp", "--file"} & set(parsed.values)
+        pathish = operand_words if given else operand_words[1:]
+        values = {k: v for k, v in parsed.values.items() if k not in ("-e", "--regexp")}
+    else:
+        pathish, values = operand_words, parsed.values
+    candidates: list[tuple[Word, str]] = [(w, w.text) for w in pathish]
+    candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
+    for w in argw if pathish is operand_words else []:
+        t = w.text
+        if t.startswith("--") and "=" in t:
+            candidates.append((w, t.split("=", 1)[1]))
+        if "@" in t:
+            candidates.append((w, t.split("@", 1)[1]))
+        if "=" in t and not t.startswith("-"):
+            candidates.append((w, t.split("=", 1)[1]))
+    unresolved = [pathmod.static_dir(w.text[: w.fixed], st.cwd, st.home) for w in operand_words if w.dynamic]
+    candidates += [
+        (Word(r["target"], "1" * len(r["target"])), r["target"])
+        for r in cmd.redirects
+        if r["op"] in ("<", "<>") and r.get("path")
+    ]
+    writes: list[str] = [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
+    copy_dest = program in COPIERS and len(operand_words) >= 2
+    if copy_dest or program == "tee":
+        dests = operand_words[-1:] if copy_dest else operand_words
+        writes += [pathmod.normalize(w.text, st.cwd, st.home, shell=True) for w in dests if not w.dynamic]
+        candidates = [(w, t) for w, t in candidates if not any(w is d for d in dests)]
+    for w, text in candidates:
+        if w.dynamic or text == "":
+            continue
+        text = text.lstrip("<") if text.startswith("<") else text
+        norm = pathmod.normalize(text, st.cwd, st.home, shell=True)
+        if norm and w.glob and text == w.text:
+            pattern = pathmod.normalize(w.pattern(), st.cwd, st.home, shell=True)
+            globs.append(pattern)
+            paths += pathmod.glob_candidates(pattern, extra)
+        if norm:
+            paths_raw.append(norm)
+            paths.append(norm)
+    for p in list(paths):  # the original of a copy made earlier (also inside a copied directory)
+        for dst, origins in st.aliases.items():
+            if p == dst or p.startswith(dst.rstrip("/") + "/"):
+                paths += [o + p[len(dst.rstrip("/")) :] if p != dst else o for o in origins]
+    hosts: list[str] = []
+    if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
+        bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
+        for w in argw:
+            if program in NETWORK and w.text in bare and (_URL_WORD.match(w.text) or not _SPACE.search(w.text)):
+                found = hostmod.of_argument(w.text)  # an address operand (not a text: gh issue create "...")
+            elif "://" in w.text and (program in INTERPRETERS or _URL_WORD.match(w.text)):
+                found = hostmod.in_text(w.text)  # code, or a word that is a URL (--url=..., URL=...)
+            else:
+                found = []  # a URL inside text (a sed script, an issue title) is not an access
+            if program == "curl" and not found and "{" in w.text:
+                variants = brace_expand(w.text, "0" * len(w.text)) or []
+                found = [h for text, _ in variants for h in hostmod.of_argument(text)]
+            hosts += found
+    inputs = [s for w in argw for s in w.sources]
+    cmd.fact = {
+        "program": program,
+        "argv": argv,
+        "args": args,
+        "subcommand": sub,
+        "options": unique(parsed.options),
+        "operands": operands,
+        "wrappers": cmd.wrappers,
+        "privileged": any(w in PRIVILEGE for w in cmd.wrappers),
+        "dynamic": cmd.dynamic or any(w.dynamic for w in words),
+        "globs": globs,
+        "unresolved": unresolved,
+        "paths": unique(paths),
+        "writes": unique(writes),
+        "paths_raw": paths_raw,
+        "hosts": unique(hosts),
+        "cwd": st.cwd,
+        "branch": st.branch,
+        "redirects": cmd.redirects,
+        "stdin_from": cmd.stdin_from,
+        "stdout_to": cmd.stdout_to,
+        "code_from": cmd.code_from,
+        "context": cmd.context,
+        "depth": cmd.depth,
+        "_inputs": unique(inputs),
+        "_values": parsed.values,
+    }
