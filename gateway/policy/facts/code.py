@@ -362,6 +362,11 @@ class _Tree:
             if host is not None:
                 touch(("network", host, False))
 
+    def computed(self) -> str:
+        """The touch of a command line or code only known at run time: what the code read from its
+        stdin when it reads it (:data:`STDIN_CODE`), else unknown."""
+        return STDIN_CODE if _STDIN_MARK.search(self.text) else "exec"
+
     def taint(self) -> str | None:
         """Where computed code passed to ``eval``/``exec`` may come from: ``exec-download`` when
         the code also reads the network, ``exec-decoded`` when it decodes or decompresses, else
@@ -404,11 +409,11 @@ class _Tree:
             if words and all(w is not None for w in words):
                 self.found.commands.append(_join([w for w in words if w is not None]))
             else:
-                self.found.touches.append(("exec", None, False))
+                self.found.touches.append((self.computed(), None, False))
             return
         text = self.value(arg)
         if text is None:
-            self.found.touches.append(("exec", None, False))
+            self.found.touches.append((self.computed(), None, False))
         elif not strict or " " in text or "/" in text or text.isidentifier():
             self.found.commands.append(text)
 
@@ -419,7 +424,7 @@ class _Tree:
             if len(positional) > 1 and positional[1].type == "array":
                 rest = [self.value(c) for c in positional[1].named_children]
             if program is None or any(r is None for r in rest):
-                self.found.touches.append(("exec", None, False))
+                self.found.touches.append((self.computed(), None, False))
                 return
             self.found.commands.append(_join([program, *[r for r in rest if r is not None]]))
             return
@@ -429,7 +434,7 @@ class _Tree:
             nodes = nodes[0].named_children
         words = [self.value(c) for c in nodes]
         if not words or any(w is None for w in words):
-            self.found.touches.append(("exec", None, False))
+            self.found.touches.append((self.computed(), None, False))
             return
         self.found.commands.append(_join([w for w in words if w is not None]))
 
@@ -548,6 +553,11 @@ class _Script:
         self.lists: dict[str, list[str | None]] = {}
         self.heredocs: dict[tuple[int, int], tree_sitter.Node] = {}
         self.text = ""
+
+    def computed(self) -> str:
+        """The touch of a command line or code only known at run time: what the code read from its
+        stdin when it reads it (:data:`STDIN_CODE`), else unknown."""
+        return STDIN_CODE if _STDIN_MARK.search(self.text) else "exec"
 
     def walk(self, text: str) -> None:
         self.text = text
@@ -767,7 +777,7 @@ class _Script:
             code = self.value(args[0]) if args else UNKNOWN
             if code is None:
                 if args:
-                    touch((STDIN_CODE if _STDIN_MARK.search(self.text) else "exec", None, False))
+                    touch((self.computed(), None, False))
             elif self.depth < 3:
                 inner = analyze(self.lang, code, self.depth + 1)
                 self.found.commands += inner.commands
@@ -850,7 +860,7 @@ class _Script:
             else:
                 words.append(self.value(a))
         if not words or any(w is None for w in words):
-            self.found.touches.append(("exec", None, False))
+            self.found.touches.append((self.computed(), None, False))
             return
         listed = len(words) > 1 or args[0].type in ("array", "string_array", "array_creation_expression")
         self.found.commands.append(_join_home([w for w in words if w is not None]) if listed else words[0] or "")
