@@ -67,10 +67,12 @@ ROW_EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("rm -r /home/ana/app/build", {"kind": "delete", "path": "/home/ana/app/build", "recursive": True}),
     ("rmdir old", {"kind": "delete", "path": "/home/ana/app/old"}),
     ("shred -n 3 secret.txt", {"kind": "delete", "path": "/home/ana/app/secret.txt"}),
+    ("npx rimraf ~", {"kind": "delete", "path": "/home/ana", "recursive": True}),
     ("srm -r /tmp/x", {"kind": "delete", "path": "/tmp/x", "recursive": True}),
     ("rsync -a --delete /tmp/empty/ ~/", {"kind": "delete", "path": "/home/ana", "recursive": True}),
     ("rsync -a src/ /backup/src", {"kind": "write", "path": "/backup/src", "recursive": True}),
     ("mv a.txt /tmp/b.txt", {"kind": "delete", "path": "/home/ana/app/a.txt"}),
+    ("mv ~ /tmp/trash", {"kind": "delete", "path": "/home/ana", "recursive": True}),  # a directory goes whole
     ("truncate -s 0 log.txt", {"kind": "write", "path": "/home/ana/app/log.txt"}),
     ("git clean -fdx", {"kind": "delete", "path": "/home/ana/app", "recursive": True, "certainty": "bounded"}),
     ("cp -r ~/.aws /tmp/x", {"kind": "read", "path": "/home/ana/.aws", "recursive": True}),
@@ -85,7 +87,8 @@ ROW_EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("sed -i s/a/b/ config.ini", {"kind": "write", "path": "/home/ana/app/config.ini"}),
     ("grep -r TODO src", {"kind": "read", "path": "/home/ana/app/src", "recursive": True}),
     ("git diff --no-index /dev/null .env", {"kind": "read", "path": "/home/ana/app/.env"}),
-    ("git show HEAD:README.md", {"kind": "exec"}),  # no effect (see below)
+    ("git show HEAD:.env", {"kind": "read", "path": "/home/ana/app/.env"}),  # the file as a commit holds it
+    ("git cat-file -p :0:.env", {"kind": "read", "path": "/home/ana/app/.env"}),
     ("aws configure get aws_secret_access_key", {"kind": "credential"}),
     ("aws configure export-credentials", {"kind": "credential"}),
     ("aws sts get-session-token", {"kind": "credential"}),
@@ -158,8 +161,8 @@ ROW_EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("Start-Process pwsh -ArgumentList '-c Remove-Item -Recurse /home/ana'", {"kind": "delete", "path": "/home/ana"}),
     ("Invoke-WebRequest https://x.example/a -OutFile a.ps1", {"kind": "write", "path": "/home/ana/app/a.ps1"}),
 ]
-NO_EFFECT = {"ssh-keygen -y -f ~/.ssh/id_rsa", "git show HEAD:README.md"}
-"""Rows that say a program touches nothing (it only uses a key, it prints from the repository)."""
+NO_EFFECT = {"ssh-keygen -y -f ~/.ssh/id_rsa"}
+"""Rows that say a program touches nothing (it only uses a key)."""
 RUNS_ONLY = {c for c, want in ROW_EXAMPLES if want == {"kind": "exec"}} - NO_EFFECT
 """Rows of programs that run a command: the command is parsed too (a ``runs`` role); the effect
 checked for them is the row match itself."""

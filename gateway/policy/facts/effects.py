@@ -190,6 +190,15 @@ def select(selector: str, operands: list[Word], argw: list[Word], parsed: opts.P
         texts = [w.text for w in operands]
         cut = next((k for k, t in enumerate(texts) if t in (":::", "::::", ":::+")), len(texts))
         return operands[:cut]
+    if selector == "object-paths":  # git's `REV:PATH` (`HEAD:.env`, `:0:.env`, `main:config/x`)
+        found = []
+        for w in operands:
+            rev, sep, path = w.text.partition(":")
+            if sep and rev == "" and path[:2] in ("0:", "1:", "2:", "3:"):
+                path = path[2:]  # a stage of the index
+            if sep and path and not w.dynamic:
+                found.append(Word(path, "1" * len(path)))
+        return found
     if selector.startswith("option:"):
         name = selector[7:]
         if name.endswith("="):

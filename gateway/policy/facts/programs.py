@@ -28,6 +28,7 @@ SELECTORS = frozenset(
         "first-operand",
         "operands-after-first",
         "operands-before-separator",
+        "object-paths",
         "always",
         "always-cwd",
         "none",
