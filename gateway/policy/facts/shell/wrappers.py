@@ -200,6 +200,8 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
         options = {w.text for w in words[1:]}
         if cmd.wrappers[-1] == "su" or options & {"-s", "-i", "--shell", "--login"}:
             cmd.implied = "sh"  # `sudo -s`, `sudo -i`, `su`: a shell that reads stdin
+    elif cmd.resolved is None and i >= len(words) and cmd.wrappers[-1:] == ["env"]:
+        cmd.implied = "env"  # `env` alone prints the environment
     program = cmd.resolved = cmd.resolved or cmd.program
     args = words[i + 1 :] if i < len(words) else []
     if program in SHELLS:
