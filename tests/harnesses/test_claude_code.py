@@ -74,56 +74,45 @@ class _AnthropicModel(ModelHandler):
             self.send(200, {"input_tokens": 10})
             return
         messages = [m for m in request.get("messages") or () if isinstance(m, dict)]
-        answered = False
-        for message in messages:
-            for block in message.get("content") if isinstance(message.get("content"), list) else ():
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    self.server.tool_results.append(_text(block.get("content")))
-                    answered = True
+        results = [
+            [b for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+            for m in messages
+            if m.get("role") == "user" and isinstance(m.get("content"), list)
+        ]
+        for blocks in results:
+            self.server.tool_results.extend(_text(b.get("content")) for b in blocks)
         tools = {t.get("name") for t in request.get("tools") or () if isinstance(t, dict)}
-        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
-        last_is_result = any(
-            isinstance(b, dict) and b.get("type") == "tool_result"
-            for b in (last_user.get("content") if isinstance(last_user.get("content"), list) else ())
-        )
-        use_tool = "Bash" in tools and not last_is_result and not answered
+        use_tool = "Bash" in tools and not any(results)
         model = str(request.get("model") or "claude-fake")
-        usage = {"input_tokens": 10, "output_tokens": 5}
+        arguments = {"command": self.server.command, "description": "Run the command"}
+        block: dict[str, Any]
         if use_tool:
-            arguments = {"command": self.server.command, "description": "Run the command"}
-            block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{len(self.server.requests)}", "name": "Bash"}
+            block = {"type": "tool_use", "id": f"toolu_{len(self.server.requests)}", "name": "Bash"}
             stop = "tool_use"
         else:
             block, stop = {"type": "text", "text": "Done."}, "end_turn"
         if not request.get("stream"):
-            content = {**block, "input": arguments} if use_tool else block
-            message = {"id": "msg_1", "type": "message", "role": "assistant", "model": model}
-            self.send(
-                200, {**message, "content": [content], "stop_reason": stop, "stop_sequence": None, "usage": usage}
-            )
+            message: dict[str, Any] = {"id": "msg_1", "type": "message", "role": "assistant", "model": model}
+            message |= {"content": [{**block, "input": arguments} if use_tool else block], "stop_reason": stop}
+            self.send(200, {**message, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}})
             return
-        start = {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": []}
-        start |= {"stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+        start: dict[str, Any] = {"id": "msg_1", "type": "message", "role": "assistant", "model": model}
+        start |= {"content": [], "stop_reason": None, "stop_sequence": None}
+        start["usage"] = {"input_tokens": 10, "output_tokens": 1}
         if use_tool:
             first = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
         else:
             first = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": "Done."}
+        end = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
         self.send_sse(
             [
                 ("message_start", {"type": "message_start", "message": start}),
                 ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": first}),
                 ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                (
-                    "message_delta",
-                    {
-                        "type": "message_delta",
-                        "delta": {"stop_reason": stop, "stop_sequence": None},
-                        "usage": {"output_tokens": 5},
-                    },
-                ),
+                ("message_delta", {**end, "usage": {"output_tokens": 5}}),
                 ("message_stop", {"type": "message_stop"}),
             ]
         )

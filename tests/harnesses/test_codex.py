@@ -81,11 +81,11 @@ class _ResponsesModel(ModelHandler):
 
     def do_POST(self) -> None:
         request = self.body()
-        items = [i for i in request.get("input") or () if isinstance(i, dict)]
+        inputs = [i for i in request.get("input") or () if isinstance(i, dict)]
         answered = False
-        for item in items:
-            if item.get("type") == "function_call_output":
-                self.server.tool_results.append(_output_text(item.get("output")))
+        for entry in inputs:
+            if entry.get("type") == "function_call_output":
+                self.server.tool_results.append(_output_text(entry.get("output")))
                 answered = True
         tools = {t.get("name") for t in request.get("tools") or () if isinstance(t, dict)}
         n = len(self.server.requests)

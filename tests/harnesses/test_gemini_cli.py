@@ -100,9 +100,9 @@ class _GeminiModel(ModelHandler):
         contents = [c for c in request.get("contents") or () if isinstance(c, dict)]
         answered = False
         for content in contents:
-            for part in content.get("parts") or ():
-                if isinstance(part, dict) and "functionResponse" in part:
-                    self.server.tool_results.append(json.dumps(part["functionResponse"].get("response")))
+            for piece in content.get("parts") or ():
+                if isinstance(piece, dict) and "functionResponse" in piece:
+                    self.server.tool_results.append(json.dumps(piece["functionResponse"].get("response")))
                     answered = True
         tools = {
             d.get("name")
