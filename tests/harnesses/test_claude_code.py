@@ -200,3 +200,26 @@ async def test_gateway_down_blocks_the_tool(
     assert not run.ran("ran.marker"), run.tool_results
     expected = "policy gateway could not be reached" if kind == "command" else 'blocking because onFailure is "block"'
     assert run.got(expected), (run.tool_results, run.out, run.err)
+
+
+@pytest.mark.parametrize("non_interactive", [False, True])
+async def test_ask_in_a_headless_run(
+    non_interactive: bool,
+    claude_bin: Path,
+    model: FakeModel,
+    proxy: RefusingProxy,
+    gateway: GatewayServer,
+    tmp_path: Path,
+) -> None:
+    """A rule's ask in ``claude -p``: Claude Code denies it itself, nobody being there to confirm
+    (an ask's reason goes to the user, not the model); with ``--non-interactive`` the model gets
+    the asking rule's own fallback reason instead."""
+    hooks = hook_config(HARNESS, gateway.url, *(["--non-interactive"] if non_interactive else []))
+    command = "touch asked.marker && rm -rf /opt/ahp-harness-does-not-exist"  # the bundled policy asks
+    run = await run_claude(claude_bin, model, proxy, tmp_path, hooks, command)
+    assert not run.ran("asked.marker"), run.tool_results
+    if non_interactive:
+        expected = "Recursive deletes outside the workspace"
+    else:
+        expected = "Hook PreToolUse:Bash asked for confirmation for this tool"
+    assert run.got(expected), run.tool_results

@@ -198,3 +198,15 @@ async def test_gateway_down_blocks_the_tool(
     run = await run_codex(codex_bin, model, proxy, tmp_path, hooks, BENIGN)
     assert not run.ran("ran.marker"), run.tool_results
     assert run.got("policy gateway could not be reached"), (run.tool_results, run.out, run.err)
+
+
+async def test_an_ask_becomes_the_rules_fallback_deny(
+    codex_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
+) -> None:
+    """Codex rejects ``ask`` on PreToolUse (and would then fail open), so the Codex profile never
+    advertises it: the asking rule's fallback deny reaches the model, without --non-interactive."""
+    hooks = hook_config(HARNESS, gateway.url)
+    command = "touch asked.marker && rm -rf /opt/ahp-harness-does-not-exist"  # the bundled policy asks
+    run = await run_codex(codex_bin, model, proxy, tmp_path, hooks, command)
+    assert not run.ran("asked.marker"), run.tool_results
+    assert run.got("Command blocked by PreToolUse hook: Recursive deletes outside the workspace"), run.tool_results
