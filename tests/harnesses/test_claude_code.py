@@ -124,8 +124,16 @@ def model() -> Iterator[FakeModel]:
 
 
 async def run_claude(
-    binary: Path, model: FakeModel, proxy: RefusingProxy, tmp: Path, hooks: dict[str, Any], command: str
+    binary: Path,
+    model: FakeModel,
+    proxy: RefusingProxy,
+    tmp: Path,
+    hooks: dict[str, Any],
+    command: str,
+    allow_bash: bool = True,
 ) -> Run:
+    """``allow_bash``: ``--allowedTools Bash``; without it Claude Code would ask, so the
+    PermissionRequest hook runs (and Claude Code denies what the hook leaves undecided)."""
     home, project = tmp / "home", tmp / "project"
     git_project(project)
     (project / ".claude").mkdir()
@@ -141,7 +149,8 @@ async def run_claude(
         "DISABLE_ERROR_REPORTING": "1",
         "SHELL": "/bin/bash",
     }
-    argv = [str(binary), "-p", "Run the command.", "--output-format", "json", "--allowedTools", "Bash"]
+    argv = [str(binary), "-p", "Run the command.", "--output-format", "json"]
+    argv += ["--allowedTools", "Bash"] if allow_bash else []
     return await run_agent(HARNESS, argv, cwd=project, env=env, model=model, proxy=proxy, command=command)
 
 
@@ -169,6 +178,19 @@ async def test_http_hook_denies_through_the_native_endpoint(
 ) -> None:
     hooks = hook_config(HARNESS, gateway.url, "--http")
     run = await run_claude(claude_bin, model, proxy, tmp_path, hooks, FORCE_PUSH)
+    assert not run.ran("pushed.marker")
+    assert run.got(POLICY_REASON), run.tool_results
+
+
+@pytest.mark.parametrize("kind", ["command", "http"])
+async def test_the_permission_hook_alone_denies(
+    kind: str, claude_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
+) -> None:
+    """Bash not pre-allowed: Claude Code's PermissionRequest payload reaches the gateway, whose
+    deny (with the policy's reason) answers the permission dialog."""
+    hooks = hook_config(HARNESS, gateway.url, *(["--http"] if kind == "http" else []))
+    hooks["hooks"] = {"PermissionRequest": hooks["hooks"]["PermissionRequest"]}
+    run = await run_claude(claude_bin, model, proxy, tmp_path, hooks, FORCE_PUSH, allow_bash=False)
     assert not run.ran("pushed.marker")
     assert run.got(POLICY_REASON), run.tool_results
 
