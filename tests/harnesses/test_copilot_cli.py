@@ -10,106 +10,52 @@ the adapter and the HTTP hook block.
 Nothing leaves loopback: ``COPILOT_OFFLINE``, no auto-update, no telemetry, and ``HTTPS_PROXY`` /
 ``HTTP_PROXY`` point at a recording proxy that refuses everything; a test fails when anything
 tried it. The package is installed once into ``.cache/harnesses/copilot`` (gitignored) with
-``npm ci``; without node and npm the module is skipped.
+``npm ci`` (tests/harnesses/install.py); without node and npm the module is skipped.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import http.server
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from gateway.config.load import load
 from gateway.server.app import GatewayServer
+from tests.harnesses.common import (
+    BENIGN,
+    FORCE_PUSH,
+    POLICY_REASON,
+    FakeModel,
+    ModelHandler,
+    RefusingProxy,
+    Run,
+    base_env,
+    closed_port,
+    hook_config,
+    installed,
+    native_requests,
+    run_agent,
+    serve,
+)
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-PACKAGE = HERE / "copilot"
-CACHE = ROOT / ".cache" / "harnesses" / "copilot"
-RUN_TIMEOUT_S = 60
-POLICY_REASON = "Force-pushing to a protected branch"
-FORCE_PUSH = "touch pushed.marker && git push --force origin main"
-BENIGN = "touch ran.marker && ls"
+HARNESS = "copilot"
 
 
-# ------------------------------------------------------------------------------ installation
 @pytest.fixture(scope="session")
 def copilot_bin() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        pytest.skip("real-agent tests need node and npm (Copilot CLI is an npm package)")
-    lock = (PACKAGE / "package-lock.json").read_bytes()
-    stamp = CACHE / ".lock-sha256"
-    digest = hashlib.sha256(lock).hexdigest()
-    binary = CACHE / "node_modules" / ".bin" / "copilot"
-    if not (binary.exists() and stamp.exists() and stamp.read_text() == digest):
-        shutil.rmtree(CACHE, ignore_errors=True)
-        CACHE.mkdir(parents=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(PACKAGE / name, CACHE / name)
-        proc = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-            cwd=CACHE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"npm ci of the pinned Copilot CLI failed:\n{proc.stderr[-2000:]}")
-        stamp.write_text(digest)
-    return binary
+    return installed(HARNESS) / "node_modules" / ".bin" / "copilot"
 
 
-# ------------------------------------------------------------------------- loopback servers
-class FakeModel(http.server.ThreadingHTTPServer):
+class _CopilotModel(ModelHandler):
     """Just enough of OpenAI chat completions (streamed or not) for one tool call per prompt."""
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _ModelHandler)
-        self.command = "true"
-        self.tool_results: list[str] = []
-        self.requests = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _ModelHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: FakeModel
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self) -> None:
-        self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode())
+        self.send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
     def do_POST(self) -> None:
-        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        self.server.requests += 1
+        request = self.body()
         messages = request.get("messages") or [{}]
         tools = {t.get("function", {}).get("name") for t in request.get("tools") or ()}
         for message in messages:
@@ -126,103 +72,21 @@ class _ModelHandler(http.server.BaseHTTPRequestHandler):
         if not request.get("stream"):
             choice = {"index": 0, "message": delta, "finish_reason": finish}
             body = {"id": "c1", "object": "chat.completion", "created": 1, "model": "fake-model", "choices": [choice]}
-            self._send(200, json.dumps({**body, "usage": usage}).encode())
+            self.send(200, {**body, "usage": usage})
             return
         if "tool_calls" in delta:
             delta["tool_calls"] = [{**delta["tool_calls"][0], "index": 0}]
         chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "fake-model"}
-        events = [
-            {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage},
+        events: list[tuple[str | None, Any]] = [
+            (None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
+            (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}),
         ]
-        stream = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-        self.close_connection = True
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(stream)
-
-
-class RefusingProxy(http.server.ThreadingHTTPServer):
-    """``HTTPS_PROXY``/``HTTP_PROXY``: records every attempt and refuses it."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
-        self.attempts: list[str] = []
-
-
-class _ProxyHandler(http.server.BaseHTTPRequestHandler):
-    server: RefusingProxy
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _refuse(self) -> None:
-        self.server.attempts.append(f"{self.command} {self.path}")
-        self.send_response(403)
-        self.send_header("Content-Length", "0")
-        self.send_header("Connection", "close")
-        self.end_headers()
-
-    do_CONNECT = do_GET = do_POST = do_PUT = do_HEAD = _refuse
-
-
-def _serve(server: http.server.ThreadingHTTPServer) -> Iterator[Any]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+        self.send_sse(events, tail=b"data: [DONE]\n\n")
 
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[FakeModel]:
-    yield from _serve(FakeModel())
-
-
-@pytest.fixture(scope="module")
-def proxy() -> Iterator[RefusingProxy]:
-    yield from _serve(RefusingProxy())
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def gateway() -> AsyncIterator[GatewayServer]:
-    server = GatewayServer(load(None), port=0, admin_port=0)
-    await server.start()
-    yield server
-    await server.stop()
-
-
-# ------------------------------------------------------------------------------- one run
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def hook_config(url: str, *extra: str) -> dict[str, Any]:
-    """What ``ahp-gateway hook config copilot`` prints, run as this interpreter's module."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gateway", "hook", "config", "copilot", "--url", url, *extra],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=60,
-        check=True,
-    )
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return doc
-
-
-class Run:
-    def __init__(self, code: int, out: str, err: str, project: Path, tool_results: list[str]) -> None:
-        self.code, self.out, self.err, self.project, self.tool_results = code, out, err, project, tool_results
-
-    def ran(self, marker: str) -> bool:
-        return (self.project / marker).exists()
+    yield from serve(FakeModel(_CopilotModel))
 
 
 async def run_copilot(
@@ -232,64 +96,19 @@ async def run_copilot(
     (project / ".github" / "hooks").mkdir(parents=True)
     home.mkdir()
     (project / ".github" / "hooks" / "ahp-gateway.json").write_text(json.dumps(hooks))
-    model.command, model.tool_results = command, []
-    proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
     env = {
-        "PATH": os.pathsep.join((str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin")),
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(CACHE / "xdg-cache"),  # the CLI unpacks itself there once
-        "LANG": "C.UTF-8",
+        **base_env(home, proxy),
+        "XDG_CACHE_HOME": str(binary.parents[2] / "xdg-cache"),  # the CLI unpacks itself there once
         "COPILOT_OFFLINE": "true",
         "COPILOT_PROVIDER_BASE_URL": model.url,
         "COPILOT_PROVIDER_API_KEY": "fake-key",
         "COPILOT_MODEL": "fake-model",
         "COPILOT_ALLOW_ALL": "true",  # loads .github/hooks/ without a trust prompt
         "COPILOT_HOOK_ALLOW_LOCALHOST": "1",  # plain http to the loopback gateway
-        "HTTPS_PROXY": proxy_url,
-        "HTTP_PROXY": proxy_url,
-        "https_proxy": proxy_url,
-        "http_proxy": proxy_url,
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
-        "PYTHONPATH": str(ROOT),
     }
     argv = [str(binary), "-p", "Run the command.", "--allow-all-tools", "--allow-all-paths"]
     argv += ["--no-auto-update", "--disable-client-telemetry"]
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=project,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed whole on a timeout
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT_S)
-    except TimeoutError:
-        os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        pytest.fail(f"copilot did not finish within {RUN_TIMEOUT_S} s")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # hooks or shells it left behind
-        except (ProcessLookupError, PermissionError):
-            pass
-    assert not proxy.attempts, f"a connection tried to leave loopback: {proxy.attempts}"
-    return Run(proc.returncode or 0, out.decode(), err.decode(), project, list(model.tool_results))
-
-
-async def native_requests(gateway: GatewayServer) -> float:
-    """``ahp_gateway_native_requests_total{harness="copilot"}``, summed."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.admin_port)
-    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    text = (await reader.read()).decode()
-    writer.close()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("ahp_gateway_native_requests_total{") and 'harness="copilot"' in line
-    )
+    return await run_agent(HARNESS, argv, cwd=project, env=env, model=model, proxy=proxy, command=command)
 
 
 # --------------------------------------------------------------------------------- the tests
@@ -299,13 +118,13 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
     copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
 ) -> None:
-    hooks = hook_config(gateway.url)
-    before = await native_requests(gateway)
+    hooks = hook_config(HARNESS, gateway.url)
+    before = await native_requests(gateway, HARNESS)
     denied = await run_copilot(copilot_bin, model, proxy, tmp_path / "deny", hooks, FORCE_PUSH)
     assert denied.code == 0, denied.err
     assert not denied.ran("pushed.marker")
     assert any(POLICY_REASON in r for r in denied.tool_results), denied.tool_results
-    assert await native_requests(gateway) > before  # the hook reached the gateway
+    assert await native_requests(gateway, HARNESS) > before  # the hook reached the gateway
     benign = await run_copilot(copilot_bin, model, proxy, tmp_path / "benign", hooks, BENIGN)
     assert benign.code == 0, benign.err
     assert benign.ran("ran.marker"), (benign.out, benign.tool_results)
@@ -316,7 +135,7 @@ async def test_the_permission_hook_alone_denies_on_copilots_tool_input(
 ) -> None:
     """issue 29: Copilot's permissionRequest payload carries ``toolInput``; read as ``{}`` it let
     the force push run."""
-    hooks = hook_config(gateway.url)
+    hooks = hook_config(HARNESS, gateway.url)
     hooks["hooks"] = {"permissionRequest": hooks["hooks"]["permissionRequest"]}
     run = await run_copilot(copilot_bin, model, proxy, tmp_path, hooks, FORCE_PUSH)
     assert not run.ran("pushed.marker")
@@ -326,7 +145,7 @@ async def test_the_permission_hook_alone_denies_on_copilots_tool_input(
 async def test_http_hook_denies_through_the_native_endpoint(
     copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
 ) -> None:
-    hooks = hook_config(gateway.url, "--http")
+    hooks = hook_config(HARNESS, gateway.url, "--http")
     run = await run_copilot(copilot_bin, model, proxy, tmp_path, hooks, FORCE_PUSH)
     assert not run.ran("pushed.marker")
     assert any(POLICY_REASON in r for r in run.tool_results), run.tool_results
@@ -338,8 +157,8 @@ async def test_gateway_down_blocks(
 ) -> None:
     """The README's failure table: with the gateway stopped the command adapter denies by itself
     (--on-error deny), and Copilot 1.0.102 denies when its HTTP hook's connection is refused."""
-    down = f"http://127.0.0.1:{_closed_port()}/"
-    hooks = hook_config(down, *(["--http"] if kind == "http" else []))
+    down = f"http://127.0.0.1:{closed_port()}/"
+    hooks = hook_config(HARNESS, down, *(["--http"] if kind == "http" else []))
     run = await run_copilot(copilot_bin, model, proxy, tmp_path, hooks, BENIGN)
     assert not run.ran("ran.marker"), run.tool_results
     expected = "policy gateway could not be reached" if kind == "command" else "hook errored"
@@ -358,7 +177,7 @@ async def test_ask_in_a_headless_run(
     """issue 29: a rule's ask reaches ``copilot -p`` with a reason (it showed "No reason
     provided"); Copilot denies it, nobody being there to confirm. With ``--non-interactive`` the
     model gets the asking rule's own fallback reason instead."""
-    hooks = hook_config(gateway.url, *(["--non-interactive"] if non_interactive else []))
+    hooks = hook_config(HARNESS, gateway.url, *(["--non-interactive"] if non_interactive else []))
     command = "touch asked.marker && rm -rf /opt/ahp-harness-does-not-exist"  # the bundled policy asks
     run = await run_copilot(copilot_bin, model, proxy, tmp_path, hooks, command)
     assert not run.ran("asked.marker"), run.tool_results
