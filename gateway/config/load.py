@@ -295,14 +295,6 @@ def _semantic(
             if sub.filters is not None:
                 issue((*sat, "filters"), "filters are optimisation hints and are not applied", "warning")
     inbound = cfg.inbound
-    if cfg.listen.server == "granian" and (
-        inbound.auth.type != "none" or inbound.tls is not None or cfg.uploads is not None
-    ):
-        issue(
-            ("listen", "server"),
-            "the experimental granian listener serves neither inbound authentication, TLS nor uploads; "
-            "use the default aiohttp listener with inbound, uploads or tls",
-        )
     if (
         inbound.auth.type == "none"
         and not inbound.allowUnauthenticated
