@@ -32,7 +32,7 @@ from gateway.observability.capture import FORMAT
 from gateway.outcome import Outcome, display, issue_text
 from gateway.pipeline.gateway import Gateway
 from gateway.policy.cases import complete_event
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.methods import INTERCEPT
 from gateway.runtime import RuntimeConfig, RuntimeHolder
 from gateway.settle.ledger import Decision
@@ -141,16 +141,12 @@ def _from_decision_log(line: dict[str, Any], number: int, snap: RuntimeConfig) -
     if line.get("tool") is not None or line.get("input") is not None:
         partial["tool"] = {"name": line.get("tool") or "shell", "input": line.get("input") or {}}
     event = complete_event(partial, number)
-    request = {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": INTERCEPT,
-        "params": {
-            "protocolVersion": snap.versions[0],
-            "event": event,
-            "capabilities": _bound_capabilities(snap, str(event.get("type"))),
-        },
+    params = {
+        "protocolVersion": snap.versions[0],
+        "event": event,
+        "capabilities": _bound_capabilities(snap, str(event.get("type"))),
     }
+    request = jsonrpc.request(event["id"], INTERCEPT, params)
     answer = line.get("answer") if isinstance(line.get("answer"), list) else None
     effects = tuple(str(e.get("type")) for e in answer) if answer else tuple(line.get("effects") or ())
     verdict = Verdict(str(line["outcome"]), line.get("code"), effects, line.get("decidedBy"))
