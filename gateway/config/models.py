@@ -172,7 +172,7 @@ class ContentSelection(Model):
         return {"default": self.default, **(self.model_extra or {})}
 
 
-def _check_events(events: list[str], allowed: frozenset[str], mode: str) -> list[str]:
+def check_events(events: list[str], allowed: frozenset[str], mode: str) -> list[str]:
     if len(set(events)) != len(events):
         raise ValueError("events must be unique")
     for name in events:
@@ -211,7 +211,7 @@ class InterceptSubscription(Subscription):
     @field_validator("events")
     @classmethod
     def _events(cls, v: list[str]) -> list[str]:
-        return _check_events(v, INTERCEPTABLE_SET, "intercept")
+        return check_events(v, INTERCEPTABLE_SET, "intercept")
 
 
 class ObserveSubscription(Subscription):
@@ -229,7 +229,7 @@ class ObserveSubscription(Subscription):
     @field_validator("events")
     @classmethod
     def _events(cls, v: list[str]) -> list[str]:
-        return _check_events(v, ALL_EVENTS_SET, "observe")
+        return check_events(v, ALL_EVENTS_SET, "observe")
 
 
 AnySubscription = Annotated[InterceptSubscription | ObserveSubscription, Field(discriminator="mode")]

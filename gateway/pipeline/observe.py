@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.config.models import ObserveOptions
 from gateway.protocol import jsonrpc, wire
 from gateway.protocol.content import project
@@ -57,7 +57,7 @@ class Observer:
 
     def start(self) -> None:
         if not self._workers:
-            self._workers = [_tasks.spawn(self._work(), name=f"observe-worker-{i}") for i in range(self._count)]
+            self._workers = [tasks.spawn(self._work(), name=f"observe-worker-{i}") for i in range(self._count)]
 
     def pending(self) -> int:
         return self._queue.qsize()

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.config.issues import ConfigError
 from gateway.config.load import LoadedConfig, load
 from gateway.config.models import Limits, LocalTransport
@@ -194,7 +194,7 @@ class GatewayServer:
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))
         if cfg.reload.watch:
-            self._watch_task = _tasks.spawn(self._watch(), name="config-watch")
+            self._watch_task = tasks.spawn(self._watch(), name="config-watch")
 
     async def _serve(
         self,
@@ -251,7 +251,7 @@ class GatewayServer:
             self._preregister(snapshot)
             self._reloaded(True)
             log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
-            _tasks.spawn(self.holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
+            tasks.spawn(self.holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
             return True
 
     def _reloaded(self, ok: bool) -> None:
@@ -319,7 +319,7 @@ class GatewayServer:
             stop.set()
 
         loop.add_signal_handler(signal.SIGINT, interrupt)
-        loop.add_signal_handler(signal.SIGHUP, lambda: _tasks.spawn(self.reload(), name="sighup-reload"))
+        loop.add_signal_handler(signal.SIGHUP, lambda: tasks.spawn(self.reload(), name="sighup-reload"))
         await stop.wait()
         await self.drain_and_stop(0.0 if fast.is_set() else None)
         log.info("stopped (pid %d)", os.getpid())

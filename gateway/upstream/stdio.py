@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.protocol import wire
 from gateway.settle.outcome import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
@@ -116,7 +116,7 @@ class StdioUpstream:
         """Reapers and stderr readers; awaited on close so no child outlives the upstream."""
 
     def _track(self, coro: Any, name: str) -> None:
-        task = _tasks.spawn(coro, name=f"{name}-{self.hook_id}")
+        task = tasks.spawn(coro, name=f"{name}-{self.hook_id}")
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
