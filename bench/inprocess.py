@@ -58,6 +58,7 @@ class InstantUpstream:
     """Answers every call with the benchmark stub's bytes (no socket)."""
 
     kind = "http"
+    policy = None
 
     def __init__(self) -> None:
         self._answers: dict[Any, bytes] = {}

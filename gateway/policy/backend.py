@@ -24,6 +24,7 @@ class LocalPolicyUpstream:
     kind = "local"
 
     def __init__(self, hook_id: str, library: Library, engine: Engine) -> None:
+        self.policy = self
         self.hook_id = hook_id
         self.library = library
         self._engine = engine

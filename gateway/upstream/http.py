@@ -71,6 +71,7 @@ class ClientPool:
 
 class HttpUpstream:
     kind = "http"
+    policy = None
 
     def __init__(
         self,

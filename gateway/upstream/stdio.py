@@ -86,6 +86,7 @@ class StderrBudget:
 
 class StdioUpstream:
     kind = "stdio"
+    policy = None
 
     def __init__(
         self,

@@ -23,6 +23,8 @@ from gateway.upstream.base import Call, Upstream
 
 class V01Upstream:
     protocol_version = v01.VERSION
+    policy = None
+    """A 0.1 bridge is never evaluated in process (explain does not trace through it)."""
 
     def __init__(self, inner: Upstream) -> None:
         self.inner = inner
