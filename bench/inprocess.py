@@ -29,7 +29,7 @@ from bench.payloads import distinct_template, intercept_body, stub_answer
 from gateway.config.load import load
 from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeHolder, build
-from gateway.settle.outcome import Reply
+from gateway.settle.reply import Reply
 from gateway.upstream.base import Call
 from gateway.upstream.http import ClientPool
 

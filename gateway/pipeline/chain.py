@@ -29,9 +29,9 @@ from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import Activation
 from gateway.runtime import Route, RuntimeConfig
 from gateway.settle.accept import Expectation
-from gateway.settle.chain import ChainState
+from gateway.settle.fold import ChainState
 from gateway.settle.ledger import StepOutcome, StepRecord
-from gateway.settle.outcome import Accepted, Failure, FailureClass
+from gateway.settle.reply import Accepted, Failure, FailureClass
 from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway")

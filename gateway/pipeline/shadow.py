@@ -16,9 +16,9 @@ from gateway.pipeline.frontend import Intercept
 from gateway.protocol.capabilities import remaining_continuations
 from gateway.routing.cel import Activation
 from gateway.runtime import Route, RuntimeConfig
-from gateway.settle.chain import ChainState
+from gateway.settle.fold import ChainState
 from gateway.settle.ledger import outcome_of
-from gateway.settle.outcome import Failure
+from gateway.settle.reply import Failure
 from gateway.telemetry import Telemetry
 from gateway.upstream.base import Call
 

@@ -15,7 +15,7 @@ from gateway.protocol import wire
 from gateway.protocol.events import MODIFY_TARGETS
 from gateway.protocol.grants import grant_problem
 from gateway.protocol.schemas import Check
-from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
+from gateway.settle.reply import Accepted, Failure, FailureClass, Reply
 
 _COMPACTION_TARGET = {"context.compact.before": "instructions", "context.compact.after": "summary"}
 

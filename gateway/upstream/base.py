@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.routing.cel import Activation
-from gateway.settle.outcome import Failure, Reply
+from gateway.settle.reply import Failure, Reply
 
 if TYPE_CHECKING:  # policy/ imports this module: a run-time import would be a cycle
     from gateway.policy.backend import LocalPolicyUpstream

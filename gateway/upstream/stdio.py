@@ -30,7 +30,7 @@ from typing import Any
 
 from gateway import tasks
 from gateway.protocol import wire
-from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.settle.reply import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway.stdio")

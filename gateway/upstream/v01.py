@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.protocol import v01, wire
-from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.settle.reply import Failure, FailureClass, Reply
 from gateway.upstream.base import Call, Upstream
 
 
