@@ -69,6 +69,11 @@ class AskSpec(_Strict):
     """``ask: {}``: the AHP ask effect carries no fields; the harness prompts with its own text."""
 
 
+RULE_EFFECTS = ("deny", "ask", "message", "inject")
+"""The AHP effect types a local rule may emit (a subset of ``protocol.events.EFFECT_TYPES``), one
+key each in a rule."""
+
+
 class EffectSpec(_Strict):
     deny: DenySpec | None = None
     ask: AskSpec | None = None
@@ -77,14 +82,14 @@ class EffectSpec(_Strict):
 
     @model_validator(mode="after")
     def _one(self) -> EffectSpec:
-        chosen = [k for k in ("deny", "ask", "message", "inject") if getattr(self, k) is not None]
+        chosen = [k for k in RULE_EFFECTS if getattr(self, k) is not None]
         if len(chosen) != 1:
             raise ValueError("exactly one of deny, ask, message or inject is required")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("deny", "ask", "message", "inject") if getattr(self, k) is not None)
+        return next(k for k in RULE_EFFECTS if getattr(self, k) is not None)
 
 
 class RuleSpec(EffectSpec):
