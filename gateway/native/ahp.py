@@ -275,7 +275,7 @@ def _check_effect(effect: Any, caps: Json) -> None:
     if not required <= keys or keys - required - optional:
         raise BadAnswer(f"malformed {kind} effect")
     problem = grant_problem(effect, caps, caps.get("flow", {}).get("remainingContinuations"))
-    if problem:  # the gateway's own rule (AHP-CAP-001): the same grants, nothing the adapter adds
+    if problem:  # AHP-CAP-001, the one rule settle.accept applies to upstream answers too
         raise BadAnswer(f"{problem} for this native event")
     if kind == "deny" and not _nonempty(effect["reason"]):
         raise BadAnswer("deny without a reason")
