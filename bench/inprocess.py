@@ -29,7 +29,7 @@ from bench.payloads import distinct_template, intercept_body, stub_answer
 from gateway.config.load import load
 from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeHolder, build
-from gateway.settle.outcome import Reply
+from gateway.settle.reply import Reply
 from gateway.upstream.base import Call
 from gateway.upstream.http import ClientPool
 
@@ -58,6 +58,7 @@ class InstantUpstream:
     """Answers every call with the benchmark stub's bytes (no socket)."""
 
     kind = "http"
+    policy = None
 
     def __init__(self) -> None:
         self._answers: dict[Any, bytes] = {}

@@ -478,7 +478,7 @@ def verdict(row: dict[str, Any]) -> str:
     return "met on the median, not in every repetition" if row.get("robust") is False else "met"
 
 
-AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "S2", "S2a", "S2g", "S0", "S0n", "S5n", "S5", "S8")
+AB_KEYS = ("S1", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "S2", "S2a", "S0", "S0n", "S5n", "S5", "S8")
 
 
 def ab_lines(agg: dict[str, dict[str, Any]]) -> list[str]:

@@ -156,8 +156,8 @@ class Scenario:
     """Gateway: no subscription for the benchmark's event (``tool.before``), so every intercept
     is answered ``effects: []`` right after the front-end check (AHP-REG-002)."""
     front: str = "aiohttp"
-    """Gateway: the harness-facing server (``listen.server``: aiohttp | granian; aiohttp-only is
-    aiohttp with ``listen.fastLane: false``)."""
+    """Gateway: the harness-facing server: aiohttp (with the fast lane) or aiohttp-only
+    (``listen.fastLane: false``)."""
     default_config: bool = False
     """Gateway: ``ahp-gateway serve`` on its embedded default configuration (the bundled policies,
     decision log to stdout, metrics on), only the ports given on the command line."""
@@ -258,7 +258,6 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
         "gateway",
         unrouted=True,
     ),
-    Scenario("S2g", "load → gateway on the granian front end → 1 upstream", "gateway", stubs=1, front="granian"),
     Scenario(
         "S2a",
         "load → gateway with the fast lane off (aiohttp serves every request) → 1 upstream",
@@ -323,6 +322,4 @@ def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: li
     config = base_config(scenario.key, port, admin_port, hooks, fanout=scenario.fanout)
     if scenario.front == "aiohttp-only" and "fastLane" in _sub_keys("listen"):
         config["listen"]["fastLane"] = False
-    elif scenario.front != "aiohttp" and "server" in _sub_keys("listen"):
-        config["listen"]["server"] = scenario.front
     return production_profile(config) if scenario.production else config

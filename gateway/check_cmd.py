@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gateway.command_result import CommandResult, display, issue_dict, issue_text
 from gateway.config.issues import ConfigError, Issue
 from gateway.config.load import LoadedConfig, load
 from gateway.inbound.gate import describe as describe_inbound
-from gateway.outcome import Outcome, display, issue_dict, issue_text
 
 STDIN_NAME = "<stdin>"
 
@@ -92,15 +92,15 @@ def _displayed(issues: Sequence[Issue]) -> list[str]:
     return [issue_text(i).split(": ", 1)[1] for i in issues]
 
 
-def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str | None = None) -> Outcome:
+def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str | None = None) -> CommandResult:
     try:
         loaded, snap = load_and_build(config, stdin_text)
     except ConfigError as exc:
         if fmt == "json":
             body = {"ok": False, "config": _name(config), "errors": [issue_dict(i) for i in exc.issues], "warnings": []}
-            return Outcome(1, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+            return CommandResult(1, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
         text = "".join(issue_text(i) + "\n" for i in exc.issues) + f"{len(exc.issues)} error(s)\n"
-        return Outcome(1, stderr=text)
+        return CommandResult(1, stderr=text)
     warnings = list(loaded.warnings)
     failed = strict and bool(warnings)
     if fmt == "json":
@@ -120,11 +120,11 @@ def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str 
             **routes_of(snap),
             "register": {"timeoutMs": cfg.frontend_timeout_ms, "failurePolicy": cfg.frontend.failurePolicy},
         }
-        return Outcome(1 if failed else 0, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+        return CommandResult(1 if failed else 0, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
     out = summary(loaded, snap) + "\n"
     if failed:
-        return Outcome(1, out, f"error: {len(warnings)} warning(s) and --strict\n")
-    return Outcome(0, out)
+        return CommandResult(1, out, f"error: {len(warnings)} warning(s) and --strict\n")
+    return CommandResult(0, out)
 
 
 def _name(config: str) -> str:

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.pipeline.gateway import Gateway
-from gateway.policy.backend import LocalPolicyUpstream
 from gateway.policy.cases import complete_event
 from gateway.policy.facts import describe_facts
 from gateway.protocol import wire
@@ -74,8 +73,8 @@ def explain(snap: RuntimeConfig, request: dict[str, Any], principal: Mapping[str
         status = "selected" if selected else "not selected"
         lines.append(f"  {route.key} ({route.upstream.kind}, {role}): subscription matches {etype}; {status}")
         lines.extend(f"      {v}" for v in shown)
-        upstream = route.upstream
-        if isinstance(upstream, LocalPolicyUpstream) and selected:
+        upstream = route.upstream.policy  # the local backend, or None for a transport
+        if upstream is not None and selected:
             caps = narrow(params["capabilities"], etype)
             call = Call({**request, "params": {**params, "capabilities": caps}}, 0.0, activation)
             evaluation = upstream.evaluate(call, trace=True)

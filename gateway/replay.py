@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from gateway.check_cmd import load_and_build
+from gateway.command_result import CommandResult, display, issue_text
 from gateway.config.issues import ConfigError
 from gateway.observability.capture import FORMAT
-from gateway.outcome import Outcome, display, issue_text
 from gateway.pipeline.gateway import Gateway
 from gateway.policy.cases import complete_event
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.methods import INTERCEPT
 from gateway.runtime import RuntimeConfig, RuntimeHolder
 from gateway.settle.ledger import Decision
-from gateway.settle.outcome import Failure, Reply
+from gateway.settle.reply import Failure, Reply
 from gateway.telemetry import NullTelemetry
 from gateway.upstream.base import Call
 
@@ -141,16 +141,12 @@ def _from_decision_log(line: dict[str, Any], number: int, snap: RuntimeConfig) -
     if line.get("tool") is not None or line.get("input") is not None:
         partial["tool"] = {"name": line.get("tool") or "shell", "input": line.get("input") or {}}
     event = complete_event(partial, number)
-    request = {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": INTERCEPT,
-        "params": {
-            "protocolVersion": snap.versions[0],
-            "event": event,
-            "capabilities": _bound_capabilities(snap, str(event.get("type"))),
-        },
+    params = {
+        "protocolVersion": snap.versions[0],
+        "event": event,
+        "capabilities": _bound_capabilities(snap, str(event.get("type"))),
     }
+    request = jsonrpc.request(event["id"], INTERCEPT, params)
     answer = line.get("answer") if isinstance(line.get("answer"), list) else None
     effects = tuple(str(e.get("type")) for e in answer) if answer else tuple(line.get("effects") or ())
     verdict = Verdict(str(line["outcome"]), line.get("code"), effects, line.get("decidedBy"))
@@ -302,18 +298,18 @@ class Options:
     all_events: bool = False
 
 
-def replay(options: Options) -> Outcome:
+def replay(options: Options) -> CommandResult:
     try:
         return asyncio.run(_replay(options))
     except ConfigError as exc:
-        return Outcome(2, stderr="".join(issue_text(i) + "\n" for i in exc.issues))
+        return CommandResult(2, stderr="".join(issue_text(i) + "\n" for i in exc.issues))
     except ReplayInputError as exc:
-        return Outcome(2, stderr=f"error: {display(options.events)}: {exc}\n")
+        return CommandResult(2, stderr=f"error: {display(options.events)}: {exc}\n")
     except OSError as exc:
-        return Outcome(2, stderr=f"error: cannot read {display(options.events)}: {exc.strerror or exc}\n")
+        return CommandResult(2, stderr=f"error: cannot read {display(options.events)}: {exc.strerror or exc}\n")
 
 
-async def _replay(options: Options) -> Outcome:
+async def _replay(options: Options) -> CommandResult:
     _, snap = load_and_build(options.config)
     new = Decider(snap, call=options.call)
     old: Decider | None = None
@@ -341,8 +337,8 @@ async def _replay(options: Options) -> Outcome:
     baseline = f"baseline {display(options.baseline)}" if options.baseline else "baseline: recorded answers"
     code = 1 if changes else 0
     if options.fmt == "json":
-        return Outcome(code, json.dumps(_json(rows, changes, baseline, skipped, options), indent=2) + "\n")
-    return Outcome(code, _table(rows, changes, baseline, skipped, options))
+        return CommandResult(code, json.dumps(_json(rows, changes, baseline, skipped, options), indent=2) + "\n")
+    return CommandResult(code, _table(rows, changes, baseline, skipped, options))
 
 
 def _row(recorded: Recorded, old: Verdict, new: Verdict) -> dict[str, Any]:

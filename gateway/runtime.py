@@ -282,7 +282,7 @@ def build(
                 for event, routes in (*frozen_intercept.items(), *frozen_shadow.items())
                 if any(
                     any(references_facts(p.source) for p in r.when)
-                    or (isinstance(r.upstream, LocalPolicyUpstream) and r.upstream.library.uses_facts)
+                    or (r.upstream.policy is not None and r.upstream.policy.library.uses_facts)
                     for r in routes
                 )
             ),

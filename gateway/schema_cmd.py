@@ -21,11 +21,10 @@ from pydantic import BaseModel
 
 from gateway import __version__
 from gateway.config.models import GatewayConfig, RegistrationDocument
-from gateway.policy.library import EffectSpec, PolicyFileSpec, RuleSpec
+from gateway.policy.library import RULE_EFFECTS, EffectSpec, PolicyFileSpec, RuleSpec
 from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, WILDCARD
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-EFFECT_KEYS = ("deny", "ask", "message", "inject")
 KINDS = ("config", "policy", "registration")
 OPEN_OBJECTS = frozenset({"ContentSelection"})
 """Models whose extra keys are data (content categories), not misspellings."""
@@ -127,7 +126,7 @@ def policy_schema() -> dict[str, Any]:
     defs = _model_schema(PolicyFileSpec)
     for name, definition in _model_schema(RuleSpec).items():
         defs.setdefault(name, definition)
-    one_effect = [{"required": [key]} for key in EFFECT_KEYS]
+    one_effect = [{"required": [key]} for key in RULE_EFFECTS]
     defs["RuleSpec"]["oneOf"] = one_effect
     defs["RuleSpec"]["properties"]["events"] = _events(ALL_EVENTS, "Events the rule applies to")
     defs["EffectSpec"]["oneOf"] = copy.deepcopy(one_effect)

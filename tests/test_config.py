@@ -264,3 +264,21 @@ def test_unknown_transport_or_mode_names_the_field(tmp_path):
     assert any("$.hooks[0].transport" in e and "unknown type 'grpc'" in e for e in errors), errors
     errors = _errors(tmp_path, _mutate("hooks.0.subscriptions.0.mode", None))
     assert any("$.hooks[0].subscriptions[0]" in e and "mode is required" in e for e in errors), errors
+
+
+def test_retired_granian_listener_is_an_error_with_file_and_line(tmp_path):
+    """``listen.server: granian`` was retired: refused where it is written, pointing to the README."""
+    cfg = {**copy.deepcopy(BASE), "listen": {"host": "127.0.0.1", "server": "granian"}}
+    with pytest.raises(ConfigError) as info:
+        load(_write(tmp_path, cfg))
+    (issue,) = info.value.issues
+    assert issue.file == str(tmp_path / "gateway.yaml")
+    assert issue.path == "$.listen.server"
+    lines = (tmp_path / "gateway.yaml").read_text().splitlines()
+    assert issue.line is not None and "server: granian" in lines[issue.line - 1]
+    assert "granian listener was retired" in issue.message and 'README, "Configuration"' in issue.message
+
+
+def test_listen_server_aiohttp_still_loads(tmp_path):
+    cfg = {**copy.deepcopy(BASE), "listen": {"server": "aiohttp"}}
+    assert load(_write(tmp_path, cfg)).config.listen.server == "aiohttp"

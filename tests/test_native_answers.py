@@ -549,7 +549,7 @@ def test_an_unadvertised_effect_is_never_dropped_silently(harness: str, key: str
     """A gateway answer with an effect this native event cannot enforce is an operational failure
     (the whole answer is rejected and --on-error decides), not a silent no-op."""
     answer = run(harness, key, [DENY, effect] if harness != "claude-code" or key != "SessionStart" else [effect])
-    assert "not advertised" in answer.stderr
+    assert "unadvertised" in answer.stderr
     tr = prepared(harness, key)
     if tr.can_deny:
         assert answer != run(harness, key, [])
@@ -589,7 +589,7 @@ MALFORMED: list[tuple[str, int, bytes]] = [
         b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"deny","reason":" "}]}}',
     ),
     (
-        "not advertised",
+        "unadvertised effect",
         200,
         b'{"jsonrpc":"2.0","id":"ID","result":{"protocolVersion":"draft","effects":[{"type":"unknown"}]}}',
     ),
@@ -774,5 +774,5 @@ def test_near_miss_effects_reject_the_whole_answer(name: str, effect: Any) -> No
 def test_a_continuation_beyond_the_allowance_is_refused() -> None:
     # Codex Stop with stop_hook_active: the one continuation per stop is used up.
     answer = run("codex", "Stop", [CONTINUE])
-    assert "no continuation left" in answer.stderr and "cannot be denied natively" in answer.stderr
+    assert "continuation allowance exhausted" in answer.stderr and "cannot be denied natively" in answer.stderr
     assert answer.stdout == ""

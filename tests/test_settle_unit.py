@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from gateway.protocol.capabilities import narrow, parallel_safe, remaining_continuations, with_remaining
-from gateway.settle.chain import ChainState
 from gateway.settle.collapse import collapse, compress_modifications
 from gateway.settle.deliveries import DeliveryLedger
-from gateway.settle.outcome import Accepted
+from gateway.settle.fold import ChainState
+from gateway.settle.reply import Accepted
 
 
 def _mod(op, value, target="input"):

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.protocol import content, schemas, wire
 from gateway.settle.accept import Expectation, accept, apply_modifications, json_equal
-from gateway.settle.chain import ChainState
 from gateway.settle.collapse import collapse, synthetic_deny
-from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
+from gateway.settle.fold import ChainState
+from gateway.settle.reply import Accepted, Failure, FailureClass, Reply
 from tests.conftest import ALL_TOOL_BEFORE_CAPS, gateway_config, hook, intercept, post, result, tool_before, wait_for
 from tests.test_chain import tool_after
 

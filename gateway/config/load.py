@@ -82,7 +82,7 @@ def _read_text(path: Path) -> str:
     return raw.decode("utf-8")
 
 
-class _Source:
+class Source:
     """A parsed file and its YAML node tree, to turn JSON paths into line numbers."""
 
     def __init__(self, path: Path, text: str | None = None) -> None:
@@ -113,10 +113,13 @@ class _Source:
         return int(found.start_mark.line) + 1 if found is not None else None
 
 
-def _read(path: Path, issues: list[Issue], text: str | None = None, missing: str = "file not found") -> _Source | None:
+def read_source(
+    path: Path, issues: list[Issue], text: str | None = None, missing: str = "file not found"
+) -> Source | None:
+    """The parsed file, or None with the reason appended to ``issues`` (policy files load the same way)."""
     try:
         text = _read_text(path) if text is None else text  # read once: the issues below quote it
-        return _Source(path, text)
+        return Source(path, text)
     except FileNotFoundError:
         issues.append(Issue(str(path), "$", missing))
     except NotARegularFile:
@@ -167,7 +170,8 @@ def _real_path(data: Any, loc: tuple[Any, ...]) -> list[PathItem]:
     return out
 
 
-def _validation_issues(exc: ValidationError, source: _Source, prefix: tuple[PathItem, ...] = ()) -> list[Issue]:
+def validation_issues(exc: ValidationError, source: Source, prefix: tuple[PathItem, ...] = ()) -> list[Issue]:
+    """Pydantic errors as issues with file, JSON path and line (shared with policy files)."""
     issues = []
     for err in exc.errors(include_url=False):
         path = [*prefix, *_real_path(_at(source.data, prefix), err["loc"])]
@@ -224,8 +228,8 @@ def _is_loopback_host(host: str) -> bool:
 def _semantic(
     cfg: GatewayConfig,
     hooks: tuple[Backend, ...],
-    source: _Source,
-    hooks_source: _Source,
+    source: Source,
+    hooks_source: Source,
     hooks_prefix: tuple[PathItem, ...],
 ) -> tuple[list[Issue], list[Issue]]:
     """Cross-field rules; hook problems are reported against the file the hooks came from."""
@@ -236,7 +240,7 @@ def _semantic(
         items: tuple[PathItem, ...],
         message: str,
         severity: Literal["error", "warning"] = "error",
-        where: _Source | None = None,
+        where: Source | None = None,
     ) -> None:
         target = errors if severity == "error" else warnings
         origin = where or hooks_source
@@ -295,14 +299,6 @@ def _semantic(
             if sub.filters is not None:
                 issue((*sat, "filters"), "filters are optimisation hints and are not applied", "warning")
     inbound = cfg.inbound
-    if cfg.listen.server == "granian" and (
-        inbound.auth.type != "none" or inbound.tls is not None or cfg.uploads is not None
-    ):
-        issue(
-            ("listen", "server"),
-            "the experimental granian listener serves neither inbound authentication, TLS nor uploads; "
-            "use the default aiohttp listener with inbound, uploads or tls",
-        )
     if (
         inbound.auth.type == "none"
         and not inbound.allowUnauthenticated
@@ -337,7 +333,7 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
     # absolute, but symlinks unresolved: a Kubernetes ConfigMap swaps its ..data link on update
     path = Path(os.path.abspath(path or DEFAULT_CONFIG))
     issues: list[Issue] = []
-    source = _read(path, issues, text)
+    source = read_source(path, issues, text)
     if source is None:
         raise ConfigError(issues)
     if not isinstance(source.data, dict):
@@ -345,7 +341,7 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
     try:
         cfg = GatewayConfig.model_validate(source.data)
     except ValidationError as exc:
-        raise ConfigError(_validation_issues(exc, source)) from None
+        raise ConfigError(validation_issues(exc, source)) from None
     warnings = [
         Issue(str(path), json_path(items), "unknown field ignored", source.line(list(items)), "warning")
         for items in _unknown_fields(cfg)
@@ -355,14 +351,14 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
     hooks_source, prefix = source, ("hooks",)
     if cfg.registration is not None:
         reg_path = Path(os.path.abspath(path.parent / cfg.registration))
-        reg_source = _read(reg_path, issues)
+        reg_source = read_source(reg_path, issues)
         if reg_source is None:
             raise ConfigError(issues)
         files.append(reg_path)
         try:
             doc = RegistrationDocument.model_validate(reg_source.data)
         except ValidationError as exc:
-            raise ConfigError(_validation_issues(exc, reg_source)) from None
+            raise ConfigError(validation_issues(exc, reg_source)) from None
         if doc.protocolVersion not in cfg.protocolVersions:
             raise ConfigError(
                 [
@@ -390,6 +386,6 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
 def line_of(file: Path | str, items: tuple[PathItem, ...] | list[PathItem]) -> int | None:
     """The line of ``items`` in ``file`` (for errors found after validation, e.g. CEL)."""
     try:
-        return _Source(Path(file)).line(list(items))
+        return Source(Path(file)).line(list(items))
     except (OSError, yaml.YAMLError):
         return None

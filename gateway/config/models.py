@@ -50,18 +50,33 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
 
+RETIRED_GRANIAN = (
+    "the experimental granian listener was retired: the default listener (aiohttp with the fast lane) serves "
+    'that traffic; remove listen.server (README, "Configuration")'
+)
+
+
 class Listen(Model):
+    """``server`` stays a key with ``aiohttp`` its only value: configurations that spell out the
+    default keep loading, and one that still names the retired granian listener gets an error
+    that says so instead of an unknown-value message."""
+
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     path: str = Field("/", pattern=r"^/")
-    server: Literal["aiohttp", "granian"] = Field(
-        "aiohttp", description="HTTP server of the harness listener; granian (opt-in) needs the granian package."
-    )
+    server: Literal["aiohttp"] = Field("aiohttp", description="HTTP server of the harness listener (aiohttp only).")
     fastLane: bool = Field(
         True,
         description="aiohttp server: serve plain AHP requests (POST listen.path, JSON, Content-Length) straight "
         "from the socket; every other request is handed to aiohttp. false: aiohttp serves everything.",
     )
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _retired(cls, value: Any) -> Any:
+        if value == "granian":
+            raise ValueError(RETIRED_GRANIAN)
+        return value
 
 
 class Admin(Model):
@@ -157,7 +172,7 @@ class ContentSelection(Model):
         return {"default": self.default, **(self.model_extra or {})}
 
 
-def _check_events(events: list[str], allowed: frozenset[str], mode: str) -> list[str]:
+def check_events(events: list[str], allowed: frozenset[str], mode: str) -> list[str]:
     if len(set(events)) != len(events):
         raise ValueError("events must be unique")
     for name in events:
@@ -196,7 +211,7 @@ class InterceptSubscription(Subscription):
     @field_validator("events")
     @classmethod
     def _events(cls, v: list[str]) -> list[str]:
-        return _check_events(v, INTERCEPTABLE_SET, "intercept")
+        return check_events(v, INTERCEPTABLE_SET, "intercept")
 
 
 class ObserveSubscription(Subscription):
@@ -214,7 +229,7 @@ class ObserveSubscription(Subscription):
     @field_validator("events")
     @classmethod
     def _events(cls, v: list[str]) -> list[str]:
-        return _check_events(v, ALL_EVENTS_SET, "observe")
+        return check_events(v, ALL_EVENTS_SET, "observe")
 
 
 AnySubscription = Annotated[InterceptSubscription | ObserveSubscription, Field(discriminator="mode")]

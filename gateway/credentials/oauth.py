@@ -33,7 +33,7 @@ ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 EARLY_REFRESH = 30.0
 
 
-def _metadata_urls(issuer: str) -> list[str]:
+def metadata_urls(issuer: str) -> list[str]:
     parts = urlsplit(issuer)
     path = parts.path.rstrip("/")
     base = (parts.scheme, parts.netloc)
@@ -123,7 +123,7 @@ class ClientCredentials:
     async def _discover(self) -> str:
         if self._endpoint is not None:
             return self._endpoint
-        for url in _metadata_urls(self.issuer):
+        for url in metadata_urls(self.issuer):
             try:
                 async with self._http().get(url, allow_redirects=False, ssl=self._ssl) as response:
                     if response.status != 200:

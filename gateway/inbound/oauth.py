@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # joserfc (with cryptography, about 9 MB) is imported only wh
 
 from gateway.bounded import read_bounded
 from gateway.config.models import InboundOAuth
-from gateway.credentials.oauth import MAX_DOCUMENT, _metadata_urls
+from gateway.credentials.oauth import MAX_DOCUMENT, metadata_urls
 from gateway.inbound.bearer import bearer_credential
 from gateway.inbound.principal import Principal, Refusal
 
@@ -109,7 +109,7 @@ class JwtAuthenticator:
     async def _discover_jwks(self) -> str:
         if self._jwks_uri is not None:
             return self._jwks_uri
-        for url in _metadata_urls(self.issuer):
+        for url in metadata_urls(self.issuer):
             try:
                 meta = await self._get_json(url)
             except (IssuerUnavailable, aiohttp.ClientError, OSError, orjson.JSONDecodeError, TimeoutError):

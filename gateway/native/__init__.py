@@ -1,7 +1,8 @@
 """Compatibility adapters (AHP conformance, "compatibility adapters"): native hook dialects of
 coding agents in front of the same pipeline as AHP traffic.
 
-Everything here except :mod:`gateway.native.endpoint` is stdlib-only and free of I/O apart from
+Everything here except :mod:`gateway.native.endpoint` is stdlib-only (``gateway.protocol``'s
+methods, events, errors, jsonrpc and grants included) and free of I/O apart from
 :mod:`gateway.native.client` and :mod:`gateway.native.command`: the command adapter runs once per
 tool call, so importing it must stay cheap (no aiohttp, pydantic, jsonschema or CEL).
 """

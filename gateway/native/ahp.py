@@ -22,10 +22,12 @@ import re
 import time
 from typing import Any
 
+from gateway.protocol import jsonrpc
+from gateway.protocol.events import EFFECT_TYPES
+from gateway.protocol.grants import grant_problem
+from gateway.protocol.methods import INTERCEPT, OBSERVE
+
 PROTOCOL_VERSION = "draft"
-INTERCEPT = "hooks/intercept"
-OBSERVE = "hooks/observe"
-EFFECT_ORDER = ("deny", "allow", "ask", "modify", "message", "return", "flow", "inject")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 Json = dict[str, Any]
@@ -104,7 +106,7 @@ def capabilities(
         listed.add("flow")
     if inject:
         listed.add("inject")
-    caps: Json = {"effects": [e for e in EFFECT_ORDER if e in listed]}
+    caps: Json = {"effects": [e for e in EFFECT_TYPES if e in listed]}
     if modify:
         caps["modify"] = {t: {"replace": r, "merge": m} for t, (r, m) in modify.items()}
     if flow:
@@ -211,16 +213,12 @@ def parse_input(value: Any) -> Json:
 
 
 def intercept_request(event: Json, caps: Json) -> Json:
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": INTERCEPT,
-        "params": {"protocolVersion": PROTOCOL_VERSION, "event": event, "capabilities": caps},
-    }
+    params = {"protocolVersion": PROTOCOL_VERSION, "event": event, "capabilities": caps}
+    return jsonrpc.request(event["id"], INTERCEPT, params)
 
 
 def observe_notification(event: Json) -> Json:
-    return {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": PROTOCOL_VERSION, "event": event}}
+    return jsonrpc.notification(OBSERVE, {"protocolVersion": PROTOCOL_VERSION, "event": event})
 
 
 # ---------------------------------------------------------------------------------------- answer
@@ -246,7 +244,7 @@ def effects_of(body: bytes, request: Json) -> list[Json]:
         msg = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise BadAnswer("the answer is not JSON") from None
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+    if not jsonrpc.is_version(msg):
         raise BadAnswer("the answer is not a JSON-RPC 2.0 object")
     if msg.get("id") != request["id"]:
         raise BadAnswer("the answer id does not match the request id")
@@ -271,37 +269,31 @@ def _check_effect(effect: Any, caps: Json) -> None:
         raise BadAnswer("an effect is not an object with a type")
     kind = effect["type"]
     if kind not in caps["effects"] or kind not in _KEYS:
-        raise BadAnswer(f"effect {kind!r} was not advertised for this native event")
+        raise BadAnswer(f"unadvertised effect {kind!r} for this native event")
     required, optional = _KEYS[kind]
     keys = set(effect)
     if not required <= keys or keys - required - optional:
         raise BadAnswer(f"malformed {kind} effect")
+    problem = grant_problem(effect, caps, caps.get("flow", {}).get("remainingContinuations"))
+    if problem:  # AHP-CAP-001, the one rule settle.accept applies to upstream answers too
+        raise BadAnswer(f"{problem} for this native event")
     if kind == "deny" and not _nonempty(effect["reason"]):
         raise BadAnswer("deny without a reason")
     if kind == "message" and not isinstance(effect["text"], str):
         raise BadAnswer("message without text")
     if kind == "modify":
-        op = caps.get("modify", {}).get(effect["target"])
-        if not isinstance(op, dict) or op.get(effect["operation"]) is not True:
-            raise BadAnswer(f"modify {effect['target']}/{effect['operation']} was not advertised")
         value = effect["value"]
         if effect["target"] == "input" and not isinstance(value, dict):
             raise BadAnswer("modify input needs an object")
         if effect["target"] != "input" and not _messages(value):
             raise BadAnswer(f"modify {effect['target']} needs a message list")
     if kind == "flow":
-        operation = effect["operation"]
-        if operation not in caps.get("flow", {}).get("operations", ()):
-            raise BadAnswer(f"flow {operation!r} was not advertised")
-        if operation == "stop" and not _nonempty(effect.get("reason")):
+        if effect["operation"] == "stop" and not _nonempty(effect.get("reason")):
             raise BadAnswer("flow stop without a reason")
-        if operation == "continue" and caps["flow"].get("remainingContinuations", 0) < 1:
-            raise BadAnswer("flow continue with no continuation left")
         if "instruction" in effect and not isinstance(effect["instruction"], str):
             raise BadAnswer("flow instruction is not text")
     if kind == "inject":
-        allowed = caps.get("inject", {}).get("context", {}).get("deliverAt", ())
-        if effect["target"] != "context" or effect["operation"] != "append" or effect["deliverAt"] not in allowed:
+        if effect["target"] != "context" or effect["operation"] != "append":
             raise BadAnswer("inject was not advertised in this form")
         if not _messages(effect["value"]):
             raise BadAnswer("inject needs a message list")

@@ -12,6 +12,7 @@ from typing import Any
 
 from gateway.native import ahp
 from gateway.native.ahp import Json
+from gateway.protocol.events import EFFECT_TYPES
 
 
 class Origin:
@@ -271,7 +272,7 @@ def manifest(entries: list[tuple[str, Json | None]]) -> Json:
 
 
 def _union(a: Json, b: Json) -> Json:
-    effects = tuple(e for e in ahp.EFFECT_ORDER if e in a["effects"] or e in b["effects"])
+    effects = tuple(e for e in EFFECT_TYPES if e in a["effects"] or e in b["effects"])
     modify: dict[str, tuple[bool, bool]] = {}
     for caps in (a, b):
         for target, ops in caps.get("modify", {}).items():

@@ -26,8 +26,11 @@ import orjson
 
 from gateway.config.load import LoadedConfig
 from gateway.config.models import CREDENTIAL_HEADERS
+from gateway.protocol.methods import INTERCEPT
 
 log = logging.getLogger("ahp_gateway")
+_INTERCEPT = INTERCEPT.encode()
+"""The pre-filter: a body without the method name is never an intercept request."""
 _STOP = object()
 FORMAT = "ahp-gateway.capture/1"
 """Value of every line's ``format`` field (replay refuses lines it does not understand)."""
@@ -56,7 +59,7 @@ class Capture:
 
     def record(self, body: bytes, headers: Mapping[str, str] | None, response: bytes | None) -> None:
         """Called on the event loop for every harness request: a cheap pre-filter and a hand-over."""
-        if b"hooks/intercept" not in body:
+        if _INTERCEPT not in body:
             return
         kept = {k.lower(): v for k, v in (headers or {}).items() if k.lower() in self.headers}
         try:
@@ -89,7 +92,7 @@ class Capture:
             request = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(request, dict) or request.get("method") != "hooks/intercept":
+        if not isinstance(request, dict) or request.get("method") != INTERCEPT:
             return None
         answer: Any = None
         if response:

@@ -25,9 +25,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from gateway import __version__
 from gateway.observability import process
 from gateway.protocol.events import ALL_EVENTS_SET
+from gateway.protocol.methods import ALL_METHODS, OBSERVE
 
 BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-METHODS = frozenset(("hooks/intercept", "hooks/observe", "hooks/capabilities", "hooks/configuration"))
 MAX_CODES_PER_UPSTREAM = 50
 disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created series double the series count and nobody queries them
 
@@ -41,7 +41,7 @@ def event_label(event_type: str | None) -> str:
 
 
 def method_label(method: str) -> str:
-    return method if method in METHODS else "other"
+    return method if method in ALL_METHODS else "other"
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ SPECS: tuple[Spec, ...] = (
         "observe_received",
         "counter",
         "ahp_gateway_observe_notifications_total",
-        "hooks/observe notifications by status (queued, invalid, unrouted, dropped).",
+        f"{OBSERVE} notifications by status (queued, invalid, unrouted, dropped).",
         ("status",),
     ),
     Spec(

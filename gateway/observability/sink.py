@@ -9,9 +9,9 @@ from typing import Any
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics, event_label, method_label
 from gateway.observability.tracing import Spans, TraceContext, child_headers, from_request
+from gateway.protocol.methods import INTERCEPT
 from gateway.settle.ledger import Decision, Outcome, StepOutcome
 
-INTERCEPT = "hooks/intercept"
 NATIVE_SOURCE = "urn:ahp-adapter:"
 NATIVE_HARNESSES = frozenset(("claude-code", "codex", "gemini", "copilot", "cursor", "windsurf"))
 """The native hook front ends (gateway.native.HARNESSES; a test keeps the two equal)."""

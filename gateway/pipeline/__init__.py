@@ -7,7 +7,7 @@ binding (HTTP / stdio / native)  →  gateway.Gateway.handle(bytes, headers, pri
     routing.select   which subscriptions' `when` hold
     shadow           background calls of shadow routes
     chain.run_*      call.call_upstream per route (breaker → transport → atomic accept),
-                     settle.chain.fold → Settlement
+                     settle.fold (ChainState.fold) → Settlement
     verdict          attribution / synthetic deny / collapse / self-validation → Decision
   observe.Observer   queue and deliver hooks/observe (ledger marked when calls are sent)
 """

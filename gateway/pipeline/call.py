@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from gateway.runtime import Route
 from gateway.settle.accept import Expectation, accept
-from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
+from gateway.settle.reply import Accepted, Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 from gateway.upstream.circuit import NORMAL, REFUSED
 

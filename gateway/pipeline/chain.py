@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.pipeline.call import CircuitSink, call_upstream
+from gateway.protocol import jsonrpc
 from gateway.protocol.capabilities import with_remaining
 from gateway.protocol.content import project
 from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import Activation
 from gateway.runtime import Route, RuntimeConfig
 from gateway.settle.accept import Expectation
-from gateway.settle.chain import ChainState
+from gateway.settle.fold import ChainState
 from gateway.settle.ledger import StepOutcome, StepRecord
-from gateway.settle.outcome import Accepted, Failure, FailureClass
+from gateway.settle.reply import Accepted, Failure, FailureClass
 from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway")
@@ -86,12 +87,8 @@ def request(
     """The JSON-RPC request one upstream receives (request id = event id); attachments are its
     own re-uploaded references (``refs``) or gaps."""
     view = project(event, snap.slots, route.selection, route.include_native, identity=route.identity, refs=refs)
-    return {
-        "jsonrpc": "2.0",
-        "id": run_id,
-        "method": INTERCEPT,
-        "params": {"protocolVersion": version, "event": view, "capabilities": caps, "state": state},
-    }
+    params = {"protocolVersion": version, "event": view, "capabilities": caps, "state": state}
+    return jsonrpc.request(run_id, INTERCEPT, params)
 
 
 def expectation(snap: RuntimeConfig, req: dict[str, Any], chain: ChainState) -> Expectation:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.errors import RpcCode
 from gateway.protocol.events import INTERCEPTABLE_SET
 from gateway.protocol.methods import CAPABILITIES, INTERCEPT, OBSERVE, REQUEST_METHODS
@@ -90,11 +90,16 @@ def check(body: bytes, versions: tuple[str, ...], schemas: Schemas) -> Checked:
         return Rejected(None, RpcCode.INVALID_REQUEST, UNKNOWN)
     method = msg.get("method")
     params = msg.get("params")
-    if msg.get("jsonrpc") != "2.0" or not isinstance(method, str) or not method or not isinstance(params, dict):
+    if (
+        msg.get(jsonrpc.MEMBER) != jsonrpc.VERSION
+        or not isinstance(method, str)
+        or not method
+        or not isinstance(params, dict)
+    ):
         return Notification() if not has_id else Rejected(rid, RpcCode.INVALID_REQUEST, UNKNOWN)
     if method == OBSERVE:
         if has_id:
-            return Rejected(rid, RpcCode.INVALID_REQUEST, OBSERVE, message="hooks/observe is a notification")
+            return Rejected(rid, RpcCode.INVALID_REQUEST, OBSERVE, message=f"{OBSERVE} is a notification")
         return Notification(observe=msg, body=body)
     if method not in REQUEST_METHODS:
         return Notification() if not has_id else Rejected(rid, RpcCode.METHOD_NOT_FOUND, "other")

@@ -23,7 +23,7 @@ from gateway.protocol.capabilities import narrow, parallel_safe, remaining_conti
 from gateway.routing.cel import EvalError, Program
 from gateway.routing.select import ErrorSink, select
 from gateway.runtime import Route, RuntimeConfig
-from gateway.settle.chain import ChainState
+from gateway.settle.fold import ChainState
 from gateway.telemetry import Telemetry
 from gateway.uploads.forward import Forwarder
 

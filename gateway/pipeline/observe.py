@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.config.models import ObserveOptions
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.content import project
 from gateway.protocol.events import ALL_EVENTS_SET
 from gateway.protocol.methods import OBSERVE
@@ -57,7 +57,7 @@ class Observer:
 
     def start(self) -> None:
         if not self._workers:
-            self._workers = [_tasks.spawn(self._work(), name=f"observe-worker-{i}") for i in range(self._count)]
+            self._workers = [tasks.spawn(self._work(), name=f"observe-worker-{i}") for i in range(self._count)]
 
     def pending(self) -> int:
         return self._queue.qsize()
@@ -131,7 +131,7 @@ class Observer:
                 identity=route.identity,
                 refs=refs.get(route.key) if refs else None,
             )
-            note = {"jsonrpc": "2.0", "method": OBSERVE, "params": {"protocolVersion": version, "event": view}}
+            note = jsonrpc.notification(OBSERVE, {"protocolVersion": version, "event": view})
             failure = await route.upstream.observe(note, snap.observe_timeout)
             self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok")
             if failure is not None:

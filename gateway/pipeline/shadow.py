@@ -9,16 +9,16 @@ import logging
 import time
 from typing import Any
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.pipeline.call import call_upstream
 from gateway.pipeline.chain import expectation, request
 from gateway.pipeline.frontend import Intercept
 from gateway.protocol.capabilities import remaining_continuations
 from gateway.routing.cel import Activation
 from gateway.runtime import Route, RuntimeConfig
-from gateway.settle.chain import ChainState
+from gateway.settle.fold import ChainState
 from gateway.settle.ledger import outcome_of
-from gateway.settle.outcome import Failure
+from gateway.settle.reply import Failure
 from gateway.telemetry import Telemetry
 from gateway.upstream.base import Call
 
@@ -48,7 +48,7 @@ class Shadows:
         and its incoming ``state``."""
         chain = ChainState.start(req.event, state, remaining_continuations(caps))  # read-only here
         for route in routes:
-            task = _tasks.spawn(self._shadow(snap, route, req, caps, chain, activation), name=f"shadow-{route.key}")
+            task = tasks.spawn(self._shadow(snap, route, req, caps, chain, activation), name=f"shadow-{route.key}")
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
@@ -73,7 +73,7 @@ class Shadows:
             await asyncio.sleep(0.01)
 
     async def aclose(self) -> None:
-        tasks = list(self._running)
-        for task in tasks:
+        running = list(self._running)
+        for task in running:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.pipeline.chain import Settlement
 from gateway.pipeline.frontend import Intercept
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.errors import RpcCode
 from gateway.runtime import RuntimeConfig
 from gateway.settle.collapse import attributed_deny, collapse, synthetic_deny
@@ -61,7 +61,7 @@ def verdict(
             effects = collapse(chain, deny, advertised)
     body: bytes
     if rpc_error is None:
-        response = {"jsonrpc": "2.0", "id": req.id, "result": {"protocolVersion": req.version, "effects": effects}}
+        response = jsonrpc.result(req.id, {"protocolVersion": req.version, "effects": effects})
         check = snap.schemas.response_for[req.event_type]
         if effects and not check.ok(response):
             log.error("collapsed response failed self-validation for %s: %s", req.event_type, check.explain(response))

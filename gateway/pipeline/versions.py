@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from gateway.protocol import v01, wire
+from gateway.protocol import jsonrpc, v01, wire
 from gateway.protocol.errors import RpcCode
 from gateway.protocol.methods import INTERCEPT, OBSERVE
 
@@ -47,10 +47,9 @@ class VersionBridge:
             message = None
         params = message.get("params") if isinstance(message, dict) else None
         if (
-            not isinstance(message, dict)
+            not jsonrpc.is_version(message)
             or not isinstance(params, dict)
             or params.get("protocolVersion") != v01.VERSION
-            or message.get("jsonrpc") != "2.0"
             or not wire.is_request_id(message.get("id"))
         ):
             return await self.inner(body, headers, principal)  # not a 0.1 request: the engine decides

@@ -16,7 +16,7 @@ from gateway.policy.facts import with_facts
 from gateway.policy.library import Evaluation, Library
 from gateway.routing.cel import Activation, Engine
 from gateway.routing.context import rebind, standalone
-from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.settle.reply import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 
 
@@ -24,6 +24,7 @@ class LocalPolicyUpstream:
     kind = "local"
 
     def __init__(self, hook_id: str, library: Library, engine: Engine) -> None:
+        self.policy = self
         self.hook_id = hook_id
         self.library = library
         self._engine = engine

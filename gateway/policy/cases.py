@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from gateway.policy.facts import with_facts
-from gateway.policy.library import CaseSpec, Library, library_of, load_policies
+from gateway.policy.library import RULE_EFFECTS, CaseSpec, Library, library_of, load_policies
 from gateway.protocol import schemas
 from gateway.protocol.events import INTERCEPTABLE_SET
 from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import Engine
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
-    "effects": ["deny", "ask", "message", "inject"],
+    "effects": list(RULE_EFFECTS),
     "inject": {"context": {"append": True, "deliverAt": ["now", "next_turn"]}},
 }
 _TOOL_EVENTS = ("tool.before", "tool.after", "tool.permission.request")

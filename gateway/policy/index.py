@@ -43,15 +43,15 @@ class Node:
 def decode(serialized: bytes) -> Node | None:
     """The checked expression as a small tree, or None when it is not understood."""
     try:
-        checked = wire._one(wire._fields(serialized), 2)
-        return _node(wire._one(wire._fields(checked), wire._CHECKED_EXPR_FIELD))
+        checked = wire.one_field(wire.fields_of(serialized), 2)
+        return _node(wire.one_field(wire.fields_of(checked), wire.CHECKED_EXPR_FIELD))
     except (wire.Unreadable, IndexError, UnicodeDecodeError, RecursionError, ValueError):
         return None
 
 
 def _node(expr: bytes) -> Node:
-    kind, body = wire._kind(expr)
-    parts = wire._fields(body)
+    kind, body = wire.expr_kind(expr)
+    parts = wire.fields_of(body)
     if kind == _CONST:
         for number, _, value in parts:
             if number == _STRING and isinstance(value, bytes):
@@ -60,22 +60,22 @@ def _node(expr: bytes) -> Node:
                 return Node("const", value)
         return Node("const", None)
     if kind == _IDENT:
-        return Node("ident", wire._text(parts, 1))
+        return Node("ident", wire.text_field(parts, 1))
     if kind == _SELECT:
-        if wire._optional(parts, 3, 0):
+        if wire.optional_int(parts, 3, 0):
             return Node("has")
-        return Node("select", wire._text(parts, 2), (_node(wire._one(parts, 1)),))
+        return Node("select", wire.text_field(parts, 2), (_node(wire.one_field(parts, 1)),))
     if kind == _CALL:
-        target = [_node(wire._bytes(v)) for n, _, v in parts if n == 1]
-        args = [_node(wire._bytes(v)) for n, _, v in parts if n == 3]
-        name = wire._text(parts, 2)
+        target = [_node(wire.as_bytes(v)) for n, _, v in parts if n == 1]
+        args = [_node(wire.as_bytes(v)) for n, _, v in parts if n == 3]
+        name = wire.text_field(parts, 2)
         return Node("call", name, (*target, *args), ("target",) if target else ())
     if kind == _LIST:
-        return Node("list", None, tuple(_node(wire._bytes(v)) for n, _, v in parts if n == 1))
+        return Node("list", None, tuple(_node(wire.as_bytes(v)) for n, _, v in parts if n == 1))
     if kind == _COMPREHENSION:
         by = {n: v for n, _, v in parts}
-        names = (wire._bytes(by.get(1, b"")).decode(), wire._bytes(by.get(3, b"")).decode())
-        children = tuple(_node(wire._bytes(by[n])) for n in (2, 4, 5, 6, 7))
+        names = (wire.as_bytes(by.get(1, b"")).decode(), wire.as_bytes(by.get(3, b"")).decode())
+        children = tuple(_node(wire.as_bytes(by[n])) for n in (2, 4, 5, 6, 7))
         return Node("comprehension", None, children, names)
     return Node("other")
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.config.issues import Issue, json_path
-from gateway.config.load import _read, _validation_issues, line_of
-from gateway.config.models import REVERSE_DNS, _check_events
+from gateway.config.load import line_of, read_source, validation_issues
+from gateway.config.models import REVERSE_DNS, check_events
 from gateway.policy import index as indexing
 from gateway.policy.facts import INPUTS, references_facts
 from gateway.policy.index import Need
@@ -69,6 +69,11 @@ class AskSpec(_Strict):
     """``ask: {}``: the AHP ask effect carries no fields; the harness prompts with its own text."""
 
 
+RULE_EFFECTS = ("deny", "ask", "message", "inject")
+"""The AHP effect types a local rule may emit (a subset of ``protocol.events.EFFECT_TYPES``), one
+key each in a rule."""
+
+
 class EffectSpec(_Strict):
     deny: DenySpec | None = None
     ask: AskSpec | None = None
@@ -77,14 +82,14 @@ class EffectSpec(_Strict):
 
     @model_validator(mode="after")
     def _one(self) -> EffectSpec:
-        chosen = [k for k in ("deny", "ask", "message", "inject") if getattr(self, k) is not None]
+        chosen = [k for k in RULE_EFFECTS if getattr(self, k) is not None]
         if len(chosen) != 1:
             raise ValueError("exactly one of deny, ask, message or inject is required")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("deny", "ask", "message", "inject") if getattr(self, k) is not None)
+        return next(k for k in RULE_EFFECTS if getattr(self, k) is not None)
 
 
 class RuleSpec(EffectSpec):
@@ -96,7 +101,7 @@ class RuleSpec(EffectSpec):
 
     @model_validator(mode="after")
     def _events(self) -> RuleSpec:
-        _check_events(self.events, ALL_EVENTS_SET, "rule")
+        check_events(self.events, ALL_EVENTS_SET, "rule")
         return self
 
 
@@ -383,13 +388,13 @@ def _memo(by_event: Mapping[str, tuple[Rule, ...]]) -> Memo | None:
 
 
 def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | None:
-    source = _read(path, issues, missing="policy file not found")
+    source = read_source(path, issues, missing="policy file not found")
     if source is None:
         return None
     try:
         spec = PolicyFileSpec.model_validate(source.data if source.data is not None else {})
     except ValidationError as exc:
-        issues.extend(_validation_issues(exc, source))
+        issues.extend(validation_issues(exc, source))
         return None
     rules = []
     seen: set[str] = set()
@@ -397,7 +402,7 @@ def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | 
         try:
             rule = RuleSpec.model_validate(raw)
         except ValidationError as exc:
-            issues.extend(_validation_issues(exc, source, ("rules", index)))
+            issues.extend(validation_issues(exc, source, ("rules", index)))
             continue
         items: tuple[str | int, ...] = ("rules", index, "when")
         if rule.id in seen:

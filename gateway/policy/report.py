@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.outcome import Outcome, display, issue_dict, issue_text
+from gateway.command_result import CommandResult, display, issue_dict, issue_text
 from gateway.policy.cases import CaseResult, run_library
 from gateway.policy.coverage import Coverage, coverage
 from gateway.policy.library import CaseSpec, PolicyError, load_policies
@@ -27,19 +27,19 @@ class Options:
     fail_under: float | None = None
 
 
-def policy_test(options: Options) -> Outcome:
+def policy_test(options: Options) -> CommandResult:
     try:
         select = re.compile(options.pattern) if options.pattern else None
     except re.error as exc:
-        return Outcome(2, stderr=f"error: --run {options.pattern!r} is not a valid regular expression: {exc}\n")
+        return CommandResult(2, stderr=f"error: --run {options.pattern!r} is not a valid regular expression: {exc}\n")
     engine = Engine()
     try:
         library = load_policies(options.paths, engine)
     except PolicyError as exc:
         if options.fmt == "json":
             body = {"ok": False, "errors": [issue_dict(i) for i in exc.issues]}
-            return Outcome(1, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
-        return Outcome(1, stderr="".join(issue_text(i) + "\n" for i in exc.issues))
+            return CommandResult(1, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+        return CommandResult(1, stderr="".join(issue_text(i) + "\n" for i in exc.issues))
 
     def chosen(case: CaseSpec) -> bool:
         return select is None or select.search(case.name) is not None
@@ -52,8 +52,10 @@ def policy_test(options: Options) -> Outcome:
     if options.pattern and not results:
         code = 1
     if options.fmt == "json":
-        return Outcome(code, json.dumps(_json(results, cover, options, code), indent=2, ensure_ascii=False) + "\n")
-    return Outcome(code, "\n".join(_text(results, cover, options)) + "\n")
+        return CommandResult(
+            code, json.dumps(_json(results, cover, options, code), indent=2, ensure_ascii=False) + "\n"
+        )
+    return CommandResult(code, "\n".join(_text(results, cover, options)) + "\n")
 
 
 def _json(results: Sequence[CaseResult], cover: Coverage | None, options: Options, code: int) -> dict[str, Any]:

@@ -48,7 +48,9 @@ ALL_EVENTS_SET = frozenset(ALL_EVENTS)
 
 WILDCARD = re.compile(r"^(?:\*|[a-z][a-z0-9]*\.\*)$")
 
-EFFECT_TYPES = frozenset(("deny", "allow", "ask", "modify", "message", "return", "flow", "inject"))
+EFFECT_TYPES: tuple[str, ...] = ("deny", "allow", "ask", "modify", "message", "return", "flow", "inject")
+"""The AHP effect types, in the order capability lists are written (a test keeps them equal to
+the schema's)."""
 
 
 def matches(pattern: str, event: str) -> bool:

@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from gateway.protocol.errors import MESSAGES, RpcCode
+from gateway.protocol import jsonrpc
+from gateway.protocol.errors import RpcCode
 
 JSONDecodeError = json.JSONDecodeError
 """The parent of ``orjson.JSONDecodeError``: catching it catches both parsers' errors."""
@@ -128,14 +129,11 @@ def is_request_id(value: object) -> bool:
 
 
 def error_body(request_id: Json, code: int, data: Json = None, message: str | None = None) -> bytes:
-    error: dict[str, Any] = {"code": int(code), "message": message or MESSAGES.get(code, "Error")}
-    if data is not None:
-        error["data"] = data
-    return dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+    return dumps(jsonrpc.error(request_id, code, data, message))
 
 
 def result_body(request_id: Json, result: dict[str, Any]) -> bytes:
-    return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+    return dumps(jsonrpc.result(request_id, result))
 
 
 __all__ = [

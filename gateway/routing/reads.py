@@ -21,7 +21,7 @@ Path = tuple[str, ...]
 # cel.expr.Expr fields (cel/expr/syntax.proto)
 _ID, _CONST, _IDENT, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 3, 4, 5, 6, 7, 8, 9
 _KNOWN = frozenset((_ID, _CONST, _IDENT, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION))
-_CHECKED_EXPR_FIELD = 4
+CHECKED_EXPR_FIELD = 4
 """``CheckedExpr.expr``; the serialized value is a ``google.protobuf.Any`` around it (field 2)."""
 
 
@@ -33,8 +33,8 @@ def paths_read(serialized: bytes, variables: Collection[str]) -> frozenset[Path]
     """The paths of ``variables`` that the serialized checked expression reads, reduced to the
     shortest (a path whose prefix is read adds nothing), or None when the AST is not understood."""
     try:
-        checked = _one(_fields(serialized), 2)
-        expr = _one(_fields(checked), _CHECKED_EXPR_FIELD)
+        checked = one_field(fields_of(serialized), 2)
+        expr = one_field(fields_of(checked), CHECKED_EXPR_FIELD)
         found: set[Path] = set()
         _visit(expr, frozenset(), frozenset(variables), found)
     except (Unreadable, IndexError, UnicodeDecodeError, RecursionError):
@@ -48,17 +48,17 @@ def shortest(paths: Collection[Path]) -> frozenset[Path]:
 
 
 def _visit(expr: bytes, bound: frozenset[str], variables: frozenset[str], found: set[Path]) -> None:
-    kind, body = _kind(expr)
+    kind, body = expr_kind(expr)
     fields: list[str] = []
     while kind == _SELECT:  # a chain of field selections, down to what it selects from
-        select = _fields(body)
-        if _optional(select, 3, 0) not in (0, 1):  # test_only: has()
+        select = fields_of(body)
+        if optional_int(select, 3, 0) not in (0, 1):  # test_only: has()
             raise Unreadable("select test_only")
-        fields.append(_text(select, 2))
-        kind, body = _kind(_one(select, 1))
-    parts = _fields(body) if kind != _CONST else []
+        fields.append(text_field(select, 2))
+        kind, body = expr_kind(one_field(select, 1))
+    parts = fields_of(body) if kind != _CONST else []
     if kind == _IDENT:
-        name = _text(parts, 1)
+        name = text_field(parts, 1)
         if name.startswith("."):  # a leading dot names the global, past any local binding
             name = name[1:]
         elif name in bound:
@@ -68,48 +68,48 @@ def _visit(expr: bytes, bound: frozenset[str], variables: frozenset[str], found:
     elif kind == _CALL:  # target (1), args (3)
         for number, _, value in parts:
             if number in (1, 3):
-                _visit(_bytes(value), bound, variables, found)
+                _visit(as_bytes(value), bound, variables, found)
     elif kind == _LIST:  # elements (1); optional_indices (2) hold no expressions
         for number, _, value in parts:
             if number == 1:
-                _visit(_bytes(value), bound, variables, found)
+                _visit(as_bytes(value), bound, variables, found)
     elif kind == _STRUCT:  # entries (2): map_key (3), value (4)
         for number, _, value in parts:
             if number == 2:
-                for inner, _, item in _fields(_bytes(value)):
+                for inner, _, item in fields_of(as_bytes(value)):
                     if inner in (3, 4):
-                        _visit(_bytes(item), bound, variables, found)
+                        _visit(as_bytes(item), bound, variables, found)
     elif kind == _COMPREHENSION:
         # iter_var (1), iter_range (2), accu_var (3), accu_init (4), loop_condition (5),
         # loop_step (6), result (7), iter_var2 (8): the range and the initial value are outside
         # the comprehension's scope, the condition, step and result inside it.
-        names = frozenset(_bytes(v).decode() for n, _, v in parts if n in (1, 3, 8))
+        names = frozenset(as_bytes(v).decode() for n, _, v in parts if n in (1, 3, 8))
         for number, _, value in parts:
             if number in (2, 4):
-                _visit(_bytes(value), bound, variables, found)
+                _visit(as_bytes(value), bound, variables, found)
             elif number in (5, 6, 7):
-                _visit(_bytes(value), bound | names, variables, found)
+                _visit(as_bytes(value), bound | names, variables, found)
             elif number not in (1, 3, 8):
                 raise Unreadable(f"comprehension field {number}")
     elif kind != _CONST:
         raise Unreadable(f"expression kind {kind}")
 
 
-def _kind(expr: bytes) -> tuple[int, bytes]:
+def expr_kind(expr: bytes) -> tuple[int, bytes]:
     kind, body = 0, b""
-    for number, wire, value in _fields(expr):
+    for number, wire, value in fields_of(expr):
         if number not in _KNOWN:
             raise Unreadable(f"expression field {number}")
         if number != _ID:
             if kind or wire != 2:
                 raise Unreadable("expression kind")
-            kind, body = number, _bytes(value)
+            kind, body = number, as_bytes(value)
     if not kind:
         raise Unreadable("expression without a kind")
     return kind, body
 
 
-def _fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
+def fields_of(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """(field number, wire type, value) of each field of one message."""
     out: list[tuple[int, int, int | bytes]] = []
     i, end = 0, len(data)
@@ -149,14 +149,14 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
             raise Unreadable("varint too long")
 
 
-def _one(parts: list[tuple[int, int, int | bytes]], number: int) -> bytes:
+def one_field(parts: list[tuple[int, int, int | bytes]], number: int) -> bytes:
     values = [v for n, _, v in parts if n == number]
     if len(values) != 1:
         raise Unreadable(f"field {number} present {len(values)} times")
-    return _bytes(values[0])
+    return as_bytes(values[0])
 
 
-def _optional(parts: list[tuple[int, int, int | bytes]], number: int, default: int) -> int:
+def optional_int(parts: list[tuple[int, int, int | bytes]], number: int, default: int) -> int:
     values = [v for n, _, v in parts if n == number]
     if not values:
         return default
@@ -165,11 +165,11 @@ def _optional(parts: list[tuple[int, int, int | bytes]], number: int, default: i
     return values[0]
 
 
-def _text(parts: list[tuple[int, int, int | bytes]], number: int) -> str:
-    return _one(parts, number).decode()
+def text_field(parts: list[tuple[int, int, int | bytes]], number: int) -> str:
+    return one_field(parts, number).decode()
 
 
-def _bytes(value: int | bytes) -> bytes:
+def as_bytes(value: int | bytes) -> bytes:
     if not isinstance(value, bytes):
         raise Unreadable("expected a length-delimited field")
     return value

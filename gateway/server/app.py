@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.config.issues import ConfigError
 from gateway.config.load import LoadedConfig, load
 from gateway.config.models import Limits, LocalTransport
@@ -138,7 +138,6 @@ class GatewayServer:
         self._app_runner: web.AppRunner | None = None
         self._site: GuardedSite | None = None
         self._lane: Lane | None = None
-        self._granian: Any = None
         self._admin_runner: web.AppRunner | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
@@ -179,26 +178,13 @@ class GatewayServer:
         def limits() -> Limits:
             return holder.current.loaded.config.limits
 
-        if cfg.listen.server == "granian":  # experimental; refused with inbound auth, TLS or uploads
-            from gateway.server import rsgi
-
-            self._granian = await rsgi.serve(
-                self.gateway.handle,
-                cfg.listen.path,
-                lambda: limits().maxBodyBytes,
-                self.host,
-                self.port,
-                drain_timeout=cfg.shutdown.drainTimeoutSeconds,
-            )
-            self.port = self._granian.port
-        else:
-            app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
-            if cfg.listen.fastLane:
-                self._lane = fast_lane(self.gateway, self.guard, guards, cfg.listen.path, limits)
-            self._app_runner, self._site = await self._serve(
-                app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
-            )
-            self.port = self._site.bound_port
+        app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
+        if cfg.listen.fastLane:
+            self._lane = fast_lane(self.gateway, self.guard, guards, cfg.listen.path, limits)
+        self._app_runner, self._site = await self._serve(
+            app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
+        )
+        self.port = self._site.bound_port
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
         self._admin_runner, admin_site = await self._serve(
@@ -208,7 +194,7 @@ class GatewayServer:
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))
         if cfg.reload.watch:
-            self._watch_task = _tasks.spawn(self._watch(), name="config-watch")
+            self._watch_task = tasks.spawn(self._watch(), name="config-watch")
 
     async def _serve(
         self,
@@ -265,7 +251,7 @@ class GatewayServer:
             self._preregister(snapshot)
             self._reloaded(True)
             log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
-            _tasks.spawn(self.holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
+            tasks.spawn(self.holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
             return True
 
     def _reloaded(self, ok: bool) -> None:
@@ -303,9 +289,6 @@ class GatewayServer:
                 await self._lane.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
-        if self._granian is not None:
-            await self._granian.stop()  # the same for the granian front end
-            self._granian = None
         if self.gateway is not None:
             await self.gateway.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self.gateway.aclose()
@@ -336,7 +319,7 @@ class GatewayServer:
             stop.set()
 
         loop.add_signal_handler(signal.SIGINT, interrupt)
-        loop.add_signal_handler(signal.SIGHUP, lambda: _tasks.spawn(self.reload(), name="sighup-reload"))
+        loop.add_signal_handler(signal.SIGHUP, lambda: tasks.spawn(self.reload(), name="sighup-reload"))
         await stop.wait()
         await self.drain_and_stop(0.0 if fast.is_set() else None)
         log.info("stopped (pid %d)", os.getpid())

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.errors import RpcCode
 
 SCAN_BYTES = 65_536
@@ -36,7 +36,7 @@ _TOKEN = re.compile(rb'"(?:[^"\\\n]++|\\.)*+(?:(")(\s*+:)?)?|[{}\[\]]')
 a key). An unclosed string ends where no closing quote can follow; no quote inside it can start a
 closed string either, so it is consumed whole instead of being retried at each of its quotes."""
 _ID_VALUE = re.compile(rb'\s*+("(?:[^"\\\n]++|\\.)*+"|-?(?:0|[1-9][0-9]*+))(?=\s*+[,}])')
-_STARTS_REQUEST = re.compile(rb'\s*+\{\s*+"jsonrpc"')
+_STARTS_REQUEST = re.compile(rb'\s*+\{\s*+"' + re.escape(jsonrpc.MEMBER.encode()) + b'"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,4 +246,4 @@ def _starts_message(data: bytes) -> bool:
         message = wire.loads(data)
     except wire.JSONDecodeError:
         return False
-    return isinstance(message, dict) and ("jsonrpc" in message or _id_of(message) is not None)
+    return isinstance(message, dict) and (jsonrpc.MEMBER in message or _id_of(message) is not None)

@@ -1,6 +1,6 @@
 """L1 pure chain semantics (AHP-COMP-001, protocol §8): no asyncio, no sockets, no clock.
 
-``outcome`` (what one upstream call produced), ``accept`` (atomic validation of one answer),
-``chain`` (folding accepted answers into event + state) and ``collapse`` (the one effect list
+``reply`` (what one upstream call produced), ``accept`` (atomic validation of one answer),
+``fold`` (folding accepted answers into event + state) and ``collapse`` (the one effect list
 for the harness).
 """

@@ -13,8 +13,9 @@ from typing import Any
 
 from gateway.protocol import wire
 from gateway.protocol.events import MODIFY_TARGETS
+from gateway.protocol.grants import grant_problem
 from gateway.protocol.schemas import Check
-from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
+from gateway.settle.reply import Accepted, Failure, FailureClass, Reply
 
 _COMPACTION_TARGET = {"context.compact.before": "instructions", "context.compact.after": "summary"}
 
@@ -78,28 +79,13 @@ def accept_effects(effects: list[dict[str, Any]], exp: Expectation) -> Accepted 
 
 
 def _grant_problem(effects: list[dict[str, Any]], exp: Expectation) -> str | None:
-    """Capability grants: every effect, target, operation and delivery must have been advertised."""
-    caps = exp.caps
-    advertised = caps["effects"]
+    """Capability grants (one rule with the native adapters, :mod:`gateway.protocol.grants`), then
+    the compaction rule, which only the gateway applies."""
     targets = MODIFY_TARGETS.get(exp.event_type, {})
     for effect in effects:
-        kind = effect["type"]
-        if kind not in advertised:
-            return f"unadvertised effect {kind}"
-        if kind == "modify":
-            target, op = effect["target"], effect["operation"]
-            if target not in targets or caps.get("modify", {}).get(target, {}).get(op) is not True:
-                return f"unadvertised modify {target}/{op}"
-        elif kind == "flow":
-            op = effect["operation"]
-            if op not in caps.get("flow", {}).get("operations", ()):
-                return f"unadvertised flow {op}"
-            if op == "continue" and (exp.remaining is None or exp.remaining <= 0):
-                return "continuation allowance exhausted"
-        elif kind == "inject":
-            context = caps.get("inject", {}).get("context", {})
-            if context.get("append") is not True or effect["deliverAt"] not in context.get("deliverAt", ()):
-                return "unadvertised inject delivery"
+        problem = grant_problem(effect, exp.caps, exp.remaining, targets)
+        if problem:
+            return problem
     compaction = _COMPACTION_TARGET.get(exp.event_type)
     if compaction:
         for effect in effects:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.protocol.errors import SYNTHETIC_DENY_REASON
-from gateway.settle.chain import ChainState
+from gateway.settle.fold import ChainState
 
 
 def compress_modifications(mods: list[dict[str, Any]]) -> list[dict[str, Any]]:

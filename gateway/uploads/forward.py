@@ -40,7 +40,7 @@ DIGEST_HEADER = "AHP-Content-SHA256"
 MAX_RECEIPT = 64 * 1024
 REUSE_ENTRIES = 4096
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-Outcome = Callable[[str, str], None]
+OnOutcome = Callable[[str, str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class Forwarder:
     """One per process: the store of received uploads, the client session for re-uploads, the
     reuse cache of confirmed refs, and the per-snapshot upload targets."""
 
-    def __init__(self, store: UploadStore, on_outcome: Outcome | None = None) -> None:
+    def __init__(self, store: UploadStore, on_outcome: OnOutcome | None = None) -> None:
         self.store = store
         self._on_outcome = on_outcome or (lambda hook, outcome: None)
         self._session: aiohttp.ClientSession | None = None

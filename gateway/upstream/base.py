@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.routing.cel import Activation
-from gateway.settle.outcome import Failure, Reply
+from gateway.settle.reply import Failure, Reply
+
+if TYPE_CHECKING:  # policy/ imports this module: a run-time import would be a cycle
+    from gateway.policy.backend import LocalPolicyUpstream
 
 
 @dataclass(slots=True)
@@ -29,6 +32,11 @@ class Call:
 
 class Upstream(Protocol):
     kind: str
+
+    @property
+    def policy(self) -> LocalPolicyUpstream | None:
+        """The in-process policy backend this upstream is, or None for a transport: the snapshot
+        asks whether its rules read facts and ``explain`` traces its rules, without type checks."""
 
     async def intercept(self, call: Call) -> Reply | Failure: ...
 

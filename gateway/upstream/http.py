@@ -12,7 +12,7 @@ import aiohttp
 
 from gateway.credentials.bearer import CredentialUnavailable
 from gateway.protocol import wire
-from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.settle.reply import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 from gateway.upstream.h1 import AnswerTooLarge, H1Client, ProtocolError, Response, Target, header_block
 
@@ -71,6 +71,7 @@ class ClientPool:
 
 class HttpUpstream:
     kind = "http"
+    policy = None
 
     def __init__(
         self,

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway import _tasks
+from gateway import tasks
 from gateway.protocol import wire
-from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.settle.reply import Failure, FailureClass, Reply
 from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway.stdio")
@@ -86,6 +86,7 @@ class StderrBudget:
 
 class StdioUpstream:
     kind = "stdio"
+    policy = None
 
     def __init__(
         self,
@@ -116,7 +117,7 @@ class StdioUpstream:
         """Reapers and stderr readers; awaited on close so no child outlives the upstream."""
 
     def _track(self, coro: Any, name: str) -> None:
-        task = _tasks.spawn(coro, name=f"{name}-{self.hook_id}")
+        task = tasks.spawn(coro, name=f"{name}-{self.hook_id}")
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 

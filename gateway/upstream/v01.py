@@ -17,12 +17,14 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.protocol import v01, wire
-from gateway.settle.outcome import Failure, FailureClass, Reply
+from gateway.settle.reply import Failure, FailureClass, Reply
 from gateway.upstream.base import Call, Upstream
 
 
 class V01Upstream:
     protocol_version = v01.VERSION
+    policy = None
+    """A 0.1 bridge is never evaluated in process (explain does not trace through it)."""
 
     def __init__(self, inner: Upstream) -> None:
         self.inner = inner

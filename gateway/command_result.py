@@ -1,5 +1,5 @@
 """What a command prints and how it exits, and how issues are shown: the commands build an
-:class:`Outcome`; only the CLI writes it and exits. File names are shown relative to the working
+:class:`CommandResult`; only the CLI writes it and exits. File names are shown relative to the working
 directory when they are below it (no machine paths in reports that get pasted around)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gateway.config.issues import Issue
 
 
 @dataclass
-class Outcome:
+class CommandResult:
     """What the command prints and how it exits (the CLI only writes and exits)."""
 
     code: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.settle.outcome import Accepted
+from gateway.settle.reply import Accepted
 
 
 @dataclass(slots=True)
