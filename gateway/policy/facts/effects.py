@@ -242,6 +242,8 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
             out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
     if program == "git" and fact["subcommand"] == "push":
         out += _git_push(fact, via)
+    if program == "gh" and fact["subcommand"] == "api":
+        out += _gh_api_ref(fact, via)
     searcher = program in _SEARCHERS or (program == "git" and fact["subcommand"] == "grep")
     if searcher and any(SECRET_CONTENT.search(a) for a in args if not a.startswith("--")):
         roots = [e["path"] for e in out if e["kind"] == "read" and e["path"]] or [cwd]
@@ -425,9 +427,10 @@ def _git_push(fact: dict[str, Any], via: list[str]) -> list[Effect]:
     remote = operands[0] if operands else ""
     refspecs = operands[1:]
     out: list[Effect] = []
+    prune = "--prune" in options  # remote refs the pushed ones do not match are deleted
     if options & {"--all", "--branches", "--mirror"}:
         out.append(effect("git.update-ref", "git", via, host=remote, ref="*", force=force))
-        if "--mirror" in options:
+        if "--mirror" in options or prune:
             out.append(effect("git.delete-ref", "git", via, host=remote, ref="*"))
     for spec in refspecs:
         plus = spec.startswith("+")
@@ -440,6 +443,8 @@ def _git_push(fact: dict[str, Any], via: list[str]) -> list[Effect]:
         if "*" in ref:
             ref = "*"
         certainty = "unknown" if fact["dynamic"] and any(c in target for c in "$`") else "exact"
+        if prune and ref == "*":
+            out.append(effect("git.delete-ref", "git", via, host=remote, ref="*", certainty=certainty))
         if delete or (colon and src == ""):
             out.append(effect("git.delete-ref", "git", via, host=remote, ref=ref, certainty=certainty))
         else:
@@ -450,6 +455,39 @@ def _git_push(fact: dict[str, Any], via: list[str]) -> list[Effect]:
         ref = fact["branch"] or "HEAD"  # HEAD: the current branch, not visible in the command
         certainty = "unknown" if fact["dynamic"] and any("$" in o or "`" in o for o in operands) else "exact"
         out.append(effect("git.update-ref", "git", via, host=remote, ref=ref, force=force, certainty=certainty))
+    return out
+
+
+_API_REF = re.compile(r"^/?repos/[^/]+/[^/]+/git/refs/(heads/.+)$")
+_API_FIELDS = frozenset({"-f", "-F", "--field", "--raw-field"})
+
+
+def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
+    """``gh api`` on a branch ref (``repos/o/r/git/refs/heads/main``): ``-X DELETE`` deletes it,
+    a PATCH or POST with ``force=true`` force-updates it (REST, as a force push does)."""
+    args: list[str] = fact["args"][1:]
+    refs = [m.group(1) for a in args if (m := _API_REF.match(a))]
+    if not refs:
+        return []
+    method, fields = "", []
+    for k, a in enumerate(args):
+        value = args[k + 1] if k + 1 < len(args) else ""
+        if a in ("-X", "--method"):
+            method = value.upper()
+        elif a.startswith(("--method=", "-X")) and len(a) > 2:
+            method = a.split("=", 1)[-1].removeprefix("-X").upper()
+        elif a in _API_FIELDS:
+            fields.append(value)
+        elif a.startswith(("--field=", "--raw-field=")):
+            fields.append(a.split("=", 1)[1])
+    method = method or ("POST" if fields else "GET")
+    force = any(f.replace(" ", "").lower() == "force=true" for f in fields)
+    out: list[Effect] = []
+    for ref in refs:
+        if method == "DELETE":
+            out.append(effect("git.delete-ref", "gh", via, host="github.com", ref=_ref(ref)))
+        elif method in ("PATCH", "POST", "PUT"):
+            out.append(effect("git.update-ref", "gh", via, host="github.com", ref=_ref(ref), force=force))
     return out
 
 
