@@ -226,7 +226,7 @@ async def test_pipelining_cannot_make_the_fast_lane_buffer_without_bound(gateway
         [connection] = list(lane.connections)
         for _ in range(20):
             await asyncio.sleep(0.02)
-            assert len(connection._buf) <= AHEAD + 262144  # one read of the socket at most
+            assert connection._reader.buffered <= AHEAD + 262144  # one read of the socket at most
         assert not send.done()  # the client is held back by TCP, not buffered in the gateway
     finally:
         release.set()

@@ -25,9 +25,8 @@ one would otherwise lose a limit silently (a header timeout never re-armed, neve
 attribute that keeps its name but changes its meaning cannot be seen at start;
 tests/test_slow_clients.py and tests/test_fastlane.py fail on it.
 
-Request bodies with ``Content-Encoding`` (gzip or deflate) are decoded here too, with
-``maxBodyBytes`` enforced on the decoded size while decoding: a compression bomb is refused
-after at most ``maxBodyBytes`` of output, never inflated.
+:func:`read_body` reads an aiohttp request body within the body timeout and ``maxBodyBytes``,
+decoding a content coding with :class:`gateway.binding.rules.Decoder` (limit on the decoded size).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ import contextlib
 import functools
 import logging
 import resource
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -48,6 +46,7 @@ from aiohttp import StreamReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
+from gateway.binding.rules import BodyRejected, Decoder, body_timeout_reason
 from gateway.config.models import Limits
 
 log = logging.getLogger("ahp_gateway")
@@ -385,71 +384,6 @@ class GuardedSite(web.TCPSite):
 # Request bodies
 
 
-def body_timeout_reason(timeout: float) -> str:
-    """The 408 text when a body did not arrive within ``timeout`` seconds (both HTTP paths)."""
-    return f"body not received within {timeout * 1000:.0f} ms"
-
-
-class BodyRejected(Exception):
-    """The body cannot be evaluated; ``status`` is the HTTP answer (400, 408, 413, 415)."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-"""Accepted content codings and their zlib window setting (``deflate`` is the zlib format, RFC 9110 §8.4.1.2)."""
-
-
-def coding_of(values: list[str]) -> str | None:
-    """The one content coding of a request (None: identity). More than one layer, or a coding
-    other than gzip/deflate, is refused (415): nested layers multiply a compression bomb."""
-    codings = [c.strip().lower() for value in values for c in value.split(",")]
-    codings = [c for c in codings if c and c != "identity"]
-    if not codings:
-        return None
-    if len(codings) > 1:
-        raise BodyRejected(415, "only one Content-Encoding layer (gzip or deflate) is accepted")
-    if codings[0] not in CODINGS:
-        raise BodyRejected(415, "Content-Encoding must be gzip, deflate or identity")
-    return codings[0]
-
-
-class _Decoder:
-    """Incremental decoding that never produces more than ``limit + 1`` bytes in total."""
-
-    def __init__(self, coding: str, limit: int) -> None:
-        self._wbits = CODINGS[coding]
-        self._gzip = coding != "deflate"
-        self._limit = limit
-        self._size = 0
-        self._out: list[bytes] = []
-        self._zlib = zlib.decompressobj(self._wbits)
-
-    def feed(self, data: bytes) -> None:
-        while data:
-            if self._zlib.eof:
-                if not self._gzip:
-                    raise BodyRejected(400, "data after the end of the deflate stream")
-                self._zlib = zlib.decompressobj(self._wbits)  # another gzip member (RFC 1952 §2.2)
-            try:
-                piece = self._zlib.decompress(data, self._limit + 1 - self._size)
-            except zlib.error:
-                raise BodyRejected(400, "body is not valid for its Content-Encoding") from None
-            self._size += len(piece)
-            if self._size > self._limit:
-                raise BodyRejected(413, f"decoded body exceeds {self._limit} bytes")
-            self._out.append(piece)
-            data = self._zlib.unconsumed_tail or self._zlib.unused_data
-
-    def finish(self) -> bytes:
-        if not self._zlib.eof:
-            raise BodyRejected(400, "compressed body is truncated")
-        return b"".join(self._out)
-
-
 async def read_body(stream: StreamReader, *, limit: int, coding: str | None, timeout: float) -> bytes:
     """The request body, decoded, at most ``limit`` bytes on the wire and after decoding, read
     within ``timeout`` seconds; otherwise :class:`BodyRejected`."""
@@ -463,7 +397,7 @@ async def read_body(stream: StreamReader, *, limit: int, coding: str | None, tim
         if len(body) > limit:
             raise BodyRejected(413, f"body exceeds {limit} bytes")
         return body
-    decoder = _Decoder(coding, limit) if coding is not None else None
+    decoder = Decoder(coding, limit) if coding is not None else None
     chunks: list[bytes] = []
     size = 0
     try:
