@@ -56,7 +56,7 @@ NEED_DATA = NeedData(False)
 NEED_BODY = NeedData(True)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Head:
     """A fast-lane request head whose body is not all here yet (authenticate from it now)."""
 
@@ -64,19 +64,29 @@ class Head:
     length: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     headers: CIMultiDict[str]
     body: bytes
     keep_alive: bool
 
 
-@dataclass(frozen=True, slots=True)
 class Skipped:
     """The body of a request refused from its head (:meth:`Reader.skip`) has been read past."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Skipped)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+SKIPPED = Skipped()
+
+
+@dataclass(slots=True)
 class HandOff:
     """Not the fast lane's: ``data`` is every byte from the first of this request on."""
 
@@ -226,7 +236,7 @@ class Reader:
         if self._skip:  # answered from its head: its body frames nothing, the connection goes on
             del buf[:total]
             self._skip = False
-            return Skipped()
+            return SKIPPED
         body = bytes(buf[self._head_len : total])
         del buf[:total]
         return Request(headers, body, self._keep_alive)

@@ -20,7 +20,7 @@ JSON = "application/json"
 UNSUPPORTED_MEDIA = "AHP over HTTP requires Content-Type: application/json\n"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Serve:
     """Read the body (at most ``limit`` bytes, decoded with ``coding``) and evaluate it."""
 
@@ -28,7 +28,7 @@ class Serve:
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Refuse:
     """Answer ``status`` with ``body`` (text/plain) without evaluating the request; ``close``:
     the rest of the stream cannot be trusted to frame a next request."""
@@ -65,7 +65,7 @@ def judge(media: str | None, length: int | None, encodings: Sequence[str], limit
     if media is not None and media != JSON:
         return Refuse(415, UNSUPPORTED_MEDIA.encode())
     try:
-        coding = coding_of(encodings)
+        coding = coding_of(encodings) if encodings else None
     except BodyRejected as exc:
         return exc.refusal()
     if length is not None and length > limit:

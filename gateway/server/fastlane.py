@@ -223,26 +223,25 @@ class FastLane(_Guarded):
         if self._paused or self._transport is None:
             return
         event = self._reader.next_event(self._lane.limits().maxBodyBytes)
-        if isinstance(event, h1.NeedData):
-            if event.in_body:
-                self._arm_body()
-            return
-        if isinstance(event, h1.HandOff):
-            self._hand_off(event.data)  # the header timer running for that request stays
-            return
-        self._disarm()  # head complete: the body timeout takes over
-        if isinstance(event, h1.Head):
-            self._authenticate_early(event.headers)
-            self._arm_body()
-            return
-        self._cancel_body()
-        if isinstance(event, h1.Skipped):
-            self._refused, self._served = False, True
-            self._next()
-        else:
+        if type(event) is h1.Request:  # the common case first
+            self._disarm()  # head complete
+            self._cancel_body()
             self._busy = True
             auth, self._auth = self._auth, None
             self._task = self._loop.create_task(self._serve(event.body, event.headers, not event.keep_alive, auth))
+        elif isinstance(event, h1.NeedData):
+            if event.in_body:
+                self._arm_body()
+        elif isinstance(event, h1.HandOff):
+            self._hand_off(event.data)  # the header timer running for that request stays
+        elif isinstance(event, h1.Head):
+            self._disarm()  # head complete: the body timeout takes over
+            self._authenticate_early(event.headers)
+            self._arm_body()
+        else:  # Skipped
+            self._cancel_body()
+            self._refused, self._served = False, True
+            self._next()
 
     def _hand_off(self, data: bytes) -> None:
         """From here on the connection is aiohttp's: its handler reads the handed-off request from
