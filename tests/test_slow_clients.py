@@ -329,3 +329,34 @@ def test_the_gateway_reads_no_private_attribute_of_aiohttp() -> None:
             continue
         found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in _PRIVATE.finditer(text)]
     assert found == []
+
+
+@pytest.mark.parametrize("listener", ["main", "admin"])
+async def test_the_aiohttp_path_times_each_head_from_its_first_byte(gw, http, listener):
+    """A connection aiohttp serves (handed off by the fast lane, or on the admin listener) keeps
+    the header timeout without any aiohttp internal: a kept-alive connection idle longer than the
+    timeout stays open, a quick next request is served, and a next head that drips is cut."""
+    server = await gw()
+    port = server.port if listener == "main" else server.admin_port
+    reader, writer = await _connect(port)
+    ask = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    writer.write(ask)
+    await writer.drain()
+    assert (await read_response(reader)).status == (404 if listener == "main" else 200)
+    await asyncio.sleep(HEADER_TIMEOUT_MS / 1000 * 1.5)  # idle, not a head: still open
+    assert not reader.at_eof()
+    writer.write(ask)
+    await writer.drain()
+    assert (await read_response(reader)).status == (404 if listener == "main" else 200)
+    started = asyncio.get_running_loop().time()
+    dripper = asyncio.ensure_future(_drip(writer, b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 400, 0.02))
+    assert await read_until_closed(reader, timeout=5.0) is not None
+    assert asyncio.get_running_loop().time() - started < 5
+    dripper.cancel()
+    await close(writer)
+    assert (
+        await metric(
+            http, server.admin_port, "ahp_gateway_connections_closed_total", listener=listener, reason="header_timeout"
+        )
+        == 1
+    )
