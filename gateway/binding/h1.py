@@ -4,8 +4,9 @@
 amount to (:meth:`Reader.next_event`): :data:`NEED_DATA`, a :class:`Head` whose body is still on
 its way, a whole :class:`Request`, a :class:`Skipped` body, or :class:`HandOff` — this request is
 not the fast lane's, and it and every later byte belong to the general HTTP server. It serves only
-``POST <path>``, ``Content-Type: application/json``, one exact ``Content-Length`` within
-``maxBodyBytes``, no content or transfer coding, no ``Expect`` or ``Upgrade``, HTTP/1.1, a ``Host``.
+``POST <path>`` with ``Content-Type: application/json`` (and, if asked, ``POST /native/<harness>``
+with at most an ``event`` parameter), one exact ``Content-Length`` within ``maxBodyBytes``, no
+content or transfer coding, no ``Expect`` or ``Upgrade``, HTTP/1.1, a ``Host``.
 
 Why a hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
 duplicate ``Content-Length``), so the first ``CRLFCRLF`` ends the head llhttp parsed and the body
@@ -18,6 +19,7 @@ only to its head before it is judged, so a handed-off request is still whole in 
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from dataclasses import dataclass
 from typing import Final
@@ -38,6 +40,8 @@ _HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgr
 """Headers whose presence hands a request off (the general server implements or refuses them)."""
 _OWS = b" \t"
 _NO_CODING: Final[tuple[str, ...]] = ()
+_NATIVE = re.compile(rb"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
+"""The native targets read here: anything else (percent-encoding, other parameters) is handed off."""
 
 
 class NeedData:
@@ -69,6 +73,14 @@ class Request:
     headers: CIMultiDict[str]
     body: bytes
     keep_alive: bool
+    native: Native | None = None
+    """For ``POST /native/<harness>``: which harness, and the ``event`` query parameter."""
+
+
+@dataclass(slots=True)
+class Native:
+    harness: str
+    event: str | None
 
 
 class Skipped:
@@ -100,10 +112,11 @@ class _Head:
     """llhttp callbacks for one request head, judging each header as it is parsed: ``refused``
     once anything in it is the general server's to answer."""
 
-    __slots__ = ("complete", "content_type", "headers", "keep_alive", "length", "parser", "refused", "url")
+    __slots__ = ("complete", "content_type", "headers", "keep_alive", "length", "native", "parser", "refused", "url")
 
     def __init__(self) -> None:
         self.url = b""
+        self.native: Native | None = None
         self.headers: CIMultiDict[str] = CIMultiDict()
         self.complete = self.keep_alive = self.refused = False
         self.length = -1
@@ -139,8 +152,9 @@ class _Head:
         self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
 
 
-def read_head(head: bytes, target: bytes, limit: int) -> _Head | None:
-    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or None."""
+def read_head(head: bytes, target: bytes, limit: int, native: bool = False) -> _Head | None:
+    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or None;
+    ``native``: ``POST /native/<harness>`` is read too."""
     parsed = _Head()
     parser = parsed.parser = httptools.HttpRequestParser(parsed)
     try:
@@ -152,15 +166,21 @@ def read_head(head: bytes, target: bytes, limit: int) -> _Head | None:
     if (
         parsed.refused
         or not parsed.complete
-        or parsed.url != target
         or parser.get_http_version() != "1.1"
         or "host" not in parsed.headers  # 400 from the general server (RFC 9112 §3.2)
         or parsed.length < 0
     ):
         return None
     # The binding rules; a refusal is the general server's to answer, after authentication.
-    content_type = parsed.content_type
-    media = JSON if content_type == JSON else media_type(content_type)
+    if parsed.url == target:
+        content_type = parsed.content_type
+        media: str | None = JSON if content_type == JSON else media_type(content_type)
+    elif native and (found := _NATIVE.fullmatch(parsed.url)) is not None:
+        event = found.group(2)
+        parsed.native = Native(found.group(1).decode(), event.decode() if event is not None else None)
+        media = None  # a native hook's payload is read by its codec, whatever its media type
+    else:
+        return None
     if not isinstance(judge(media, parsed.length, _NO_CODING, limit), Serve):
         return None
     return parsed
@@ -170,10 +190,24 @@ class Reader:
     """One connection's requests, in order. Feed bytes, then take events until
     :data:`NEED_DATA`/:data:`NEED_BODY`; after :class:`HandOff` the reader is done."""
 
-    __slots__ = ("_buf", "_head_len", "_headers", "_keep_alive", "_need", "_skip", "handed_off", "target")
+    __slots__ = (
+        "_buf",
+        "_head_len",
+        "_headers",
+        "_keep_alive",
+        "_native",
+        "_need",
+        "_skip",
+        "handed_off",
+        "native",
+        "target",
+    )
 
-    def __init__(self, target: bytes) -> None:
+    def __init__(self, target: bytes, native: bool = False) -> None:
         self.target = target
+        self.native = native
+        """Read ``POST /native/<harness>`` too."""
+        self._native: Native | None = None
         self._buf = bytearray()
         self._head_len = 0
         self._need = -1
@@ -218,13 +252,14 @@ class Reader:
                 if len(buf) >= MAX_HEAD + 4 or buf.count(b"\n") != buf.count(b"\r\n"):
                     return self._hand_off()  # too long, or a bare LF: the general server decides at once
                 return NEED_DATA
-            parsed = read_head(bytes(buf[: end + 4]), self.target, limit)
+            parsed = read_head(bytes(buf[: end + 4]), self.target, limit, self.native)
             if parsed is None:
                 return self._hand_off()
             self._head_len = end + 4
             self._need = parsed.length
             self._headers = parsed.headers
             self._keep_alive = parsed.keep_alive
+            self._native = parsed.native
             if len(buf) < self._head_len + self._need:
                 return Head(parsed.headers, parsed.length)
         total = self._head_len + self._need
@@ -239,7 +274,7 @@ class Reader:
             return SKIPPED
         body = bytes(buf[self._head_len : total])
         del buf[:total]
-        return Request(headers, body, self._keep_alive)
+        return Request(headers, body, self._keep_alive, self._native)
 
     def _hand_off(self) -> HandOff:
         self.handed_off = True
@@ -251,8 +286,8 @@ class Reader:
 # ---------------------------------------------------------------------------------------------
 # Responses
 
-REASONS = {200: b"OK", 202: b"Accepted", 401: b"Unauthorized", 403: b"Forbidden", 408: b"Request Timeout"}
-REASONS[500] = b"Internal Server Error"
+REASONS = {200: b"OK", 202: b"Accepted", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden"}
+REASONS.update({404: b"Not Found", 408: b"Request Timeout", 500: b"Internal Server Error"})
 TEXT = b"text/plain; charset=utf-8"
 _date: dict[int, bytes] = {}
 

@@ -103,6 +103,7 @@ def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limi
         authenticate=gate.authenticate,
         peer=lambda transport: transport_peer(transport, gate),
         on_body_timeout=guards.body_timeout,
+        native=True,
     )
     main = guards.main
     main.fast = lambda header_timeout: FastLane(main, header_timeout, lane)

@@ -35,6 +35,7 @@ from gateway.binding.rules import body_timeout_reason, frame
 from gateway.config.models import Limits
 from gateway.inbound.gate import Peer
 from gateway.inbound.principal import Principal, Refusal
+from gateway.native.endpoint import handle_native
 from gateway.server.guard import refusal_text
 from gateway.server.limits import ConnectionGuard, _Guarded
 
@@ -63,6 +64,8 @@ class Lane:
     authenticate: Authenticate | None = None
     peer: Callable[[asyncio.Transport], Peer] = lambda transport: Peer(None)
     on_body_timeout: Callable[[], None] | None = None
+    native: bool = False
+    """Serve ``POST /native/<harness>`` too (the aiohttp app has that route)."""
     connections: set[FastLane] = field(default_factory=set)
     draining: bool = False
     _quiet: asyncio.Event | None = None
@@ -116,7 +119,7 @@ class FastLane(_Guarded):
     def __init__(self, guard: ConnectionGuard, header_timeout: float, lane: Lane) -> None:
         super().__init__(guard, None, header_timeout)
         self._lane = lane
-        self._reader = h1.Reader(lane.target)
+        self._reader = h1.Reader(lane.target, lane.native)
         self._busy = False
         self._paused = False
         self._body_timer: asyncio.TimerHandle | None = None
@@ -228,7 +231,7 @@ class FastLane(_Guarded):
             self._cancel_body()
             self._busy = True
             auth, self._auth = self._auth, None
-            self._task = self._loop.create_task(self._serve(event.body, event.headers, not event.keep_alive, auth))
+            self._task = self._loop.create_task(self._serve(event, auth))
         elif isinstance(event, h1.NeedData):
             if event.in_body:
                 self._arm_body()
@@ -287,10 +290,9 @@ class FastLane(_Guarded):
                 self._refused = True
                 self._reader.skip()
 
-    async def _serve(
-        self, body: bytes, headers: CIMultiDict[str], close: bool, auth: asyncio.Task[Principal | Refusal] | None
-    ) -> None:
+    async def _serve(self, request: h1.Request, auth: asyncio.Task[Principal | Refusal] | None) -> None:
         lane = self._lane
+        headers, close = request.headers, not request.keep_alive
         try:
             principal = None
             if lane.authenticate is not None and self._transport is not None:
@@ -300,10 +302,13 @@ class FastLane(_Guarded):
                     self._write(_refusal(outcome, close), close)
                     return
                 principal = outcome.as_cel() if outcome.authenticated else None
-            answer = await lane.handle(body, headers, principal)  # the one call of the pipeline
+            if request.native is None:
+                status, content_type, payload = frame(await self._evaluate(request.body, headers, principal))
+                media = _MEDIA.get(content_type) if content_type is not None else None
+            else:
+                status, payload = await self._native(request.native, request.body, headers, principal)
+                media = _JSON if status == 200 else _PLAIN
             close = close or lane.draining
-            status, content_type, payload = frame(answer)
-            media = _MEDIA.get(content_type) if content_type is not None else None
             self._write(response(status, payload, media, close=close), close)
         except asyncio.CancelledError:
             raise
@@ -315,6 +320,23 @@ class FastLane(_Guarded):
             self._busy = False
             self._served = True
             self._next()
+
+    async def _evaluate(
+        self, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
+    ) -> bytes | None:
+        """The one call of the pipeline on this binding."""
+        return await self._lane.handle(body, headers, principal)
+
+    async def _native(
+        self, native: h1.Native, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
+    ) -> tuple[int, bytes]:
+        """``POST /native/<harness>``, as :mod:`gateway.server.http` serves it."""
+
+        async def decide(message: bytes, forwarded: Mapping[str, str]) -> tuple[int, bytes | None]:
+            status, _, payload = frame(await self._evaluate(message, forwarded, principal))
+            return status, payload if status == 200 else None
+
+        return await handle_native(native.harness, body, headers, decide, event=native.event)
 
     def _write(self, data: bytes, close: bool) -> None:
         transport = self._transport
@@ -384,4 +406,6 @@ class FastLane(_Guarded):
             self.close()
 
 
-_MEDIA = {"application/json": b"application/json"}
+_JSON = b"application/json"
+_PLAIN = b"text/plain"
+_MEDIA = {"application/json": _JSON}

@@ -189,3 +189,35 @@ def test_responses_are_serialized_byte_for_byte_AHP_HTTP_001(
 
 def test_the_date_is_an_rfc_9110_imf_fixdate() -> None:
     assert h1.http_date(0) == b"Thu, 01 Jan 1970 00:00:00 GMT"
+
+
+NATIVE_TARGETS = {
+    b"/native/claude-code": h1.Native("claude-code", None),
+    b"/native/copilot?event=preToolUse": h1.Native("copilot", "preToolUse"),
+    b"/native/nobody": h1.Native("nobody", None),  # the endpoint answers 404 for it
+    b"/native/claude%2Dcode": None,
+    b"/native/copilot?event=a&x=1": None,
+    b"/native/copilot?x=1": None,
+    b"/native/copilot?event=": None,
+    b"/native/": None,
+    b"/native/a/b": None,
+    b"/native/Claude": None,
+}
+
+
+@pytest.mark.parametrize(("target", "native"), NATIVE_TARGETS.items(), ids=[t.decode() for t in NATIVE_TARGETS])
+def test_native_targets_are_read_only_in_their_plain_form_AHP_HTTP_001(target: bytes, native: h1.Native | None) -> None:
+    """Any media type (the codec reads the payload); anything a router would decode is handed off."""
+    data = post(line=b"POST " + target + b" HTTP/1.1").replace(b"application/json", b"text/plain")
+    reader = h1.Reader(b"/", native=True)
+    reader.feed(data)
+    event = reader.next_event(LIMIT)
+    if native is None:
+        assert event == HandOff(data)
+    else:
+        assert isinstance(event, Request) and event.native == native and event.body == BODY
+
+
+def test_native_targets_are_handed_off_unless_asked_for() -> None:
+    data = post(line=b"POST /native/claude-code HTTP/1.1")
+    assert events(data) == [HandOff(data)]
