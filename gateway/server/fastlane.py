@@ -3,12 +3,13 @@
 aiohttp's request machinery (request and response objects, router, writer, payload streams)
 cost more CPU per hook call than the gateway's own work, and its large working set evicted the
 pipeline from the CPU caches. The fast lane feeds a connection's bytes to the sans-IO
-:class:`gateway.binding.h1.Reader`, serves the requests it returns (the one shape that carries
-nearly all traffic) and writes :func:`gateway.binding.rules.frame` of each answer; the first request
-the reader hands off, and every byte after it, go to an aiohttp handler connected to the transport
-at that moment, which answers as if it had read the connection from that request on (401/403,
-404, 405, 413, 415, 400, uploads, native hooks, metadata). Requests on one connection are served
-one at a time, in order, so the two never write at once.
+:class:`gateway.binding.h1.Reader`, serves the requests it returns (the shapes that carry nearly
+all traffic: ``POST <listen.path>`` and ``POST /native/<harness>``) and writes
+:func:`gateway.binding.rules.frame` of each answer. The first request the reader hands off, and
+every byte after it, go to an aiohttp handler connected to the transport at that moment, which
+answers as if it had read the connection from that request on (401/403, 404, 405, 413, 415, 400,
+uploads, other native targets, metadata). Requests on one connection are served one at a time,
+in order, so the two never write at once.
 
 Kept from the aiohttp path: authentication from the headers and TLS peer before the body is
 used (protocol §12), bodies over ``maxBodyBytes`` never read, the header timeout (from
