@@ -139,7 +139,7 @@ async def serve_fastlane(host: str, port: int, upstream: str, client: str) -> No
     async def other(request: web.BaseRequest) -> web.Response:
         return web.Response(status=404)
 
-    guard.bind(web.Server(other))  # requests the fast lane hands off (none in the benchmark)
+    guard.bind(web.Server(other), {})  # requests the fast lane hands off (none in the benchmark)
     server = await asyncio.get_running_loop().create_server(guard, host, port, backlog=1024)
     await _wait_for_signal()
     server.close()

@@ -136,16 +136,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         await server.run_forever()
 
     from gateway.config.issues import ConfigError
-    from gateway.server.limits import IncompatibleAiohttp
 
     cfg_id = loaded.config.id
     try:
         asyncio.run(main())
     except ConfigError as exc:  # found while starting (inbound tokens, listener exposure)
         _print_issues(exc.issues)
-        return 1
-    except IncompatibleAiohttp as exc:
-        print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from gateway.server.fastlane import AHEAD, MAX_HEAD, FastLane
+from tests import native_payloads
 from tests.conftest import gateway_config, hook, intercept, result, tool_before, wait_for
 from tests.fault_tools import close, raw_request, read_response, read_until_closed, status_of
 
@@ -115,6 +116,26 @@ CASES: dict[str, bytes] = {
     )
     + BODY,
 }
+NATIVE = json.dumps(native_payloads.CLAUDE["PreToolUse/Bash"]).encode()
+COPILOT = json.dumps(native_payloads.COPILOT["preToolUse/bash"]).encode()
+CASES.update(
+    {
+        "native claude-code": raw_request(NATIVE, path="/native/claude-code"),
+        "native copilot with event": raw_request(COPILOT, path="/native/copilot?event=preToolUse"),
+        "native without a content type": _head("/native/claude-code", **{"Content-Length": str(len(NATIVE))}) + NATIVE,
+        "native text/plain": _head(
+            "/native/claude-code", **{"Content-Type": "text/plain", "Content-Length": str(len(NATIVE))}
+        )
+        + NATIVE,
+        "native unknown harness": raw_request(NATIVE, path="/native/nobody"),
+        "native unreadable payload": raw_request(b"{not json", path="/native/claude-code"),
+        "native percent-encoded harness": raw_request(NATIVE, path="/native/claude%2Dcode"),
+        "native other parameters": raw_request(COPILOT, path="/native/copilot?event=preToolUse&x=1"),
+        "native over maxBodyBytes (never sent)": _head(
+            "/native/claude-code", **{"Content-Type": "application/json", "Content-Length": "70000"}
+        ),
+    }
+)
 CLOSING = {
     "parse error",
     "bare LF",
@@ -147,6 +168,11 @@ async def test_fast_lane_serves_plain_requests_and_aiohttp_the_rest(gateway_fact
     assert status == 415 and "server" in headers
     [(status, headers, _)] = await _exchange(plain.port, CASES["intercept"])
     assert status == 200 and "server" in headers
+    for case in ("native claude-code", "native copilot with event", "native unknown harness"):
+        [(status, headers, _)] = await _exchange(fast.port, CASES[case])
+        assert "server" not in headers, case  # native HTTP hooks are hot too: served by the fast lane
+    [(status, headers, _)] = await _exchange(fast.port, CASES["native percent-encoded harness"])
+    assert "server" in headers
 
 
 async def test_a_connection_moves_to_aiohttp_at_the_first_other_request_and_keeps_order(gateway_factory, stub_factory):
@@ -226,7 +252,7 @@ async def test_pipelining_cannot_make_the_fast_lane_buffer_without_bound(gateway
         [connection] = list(lane.connections)
         for _ in range(20):
             await asyncio.sleep(0.02)
-            assert len(connection._buf) <= AHEAD + 262144  # one read of the socket at most
+            assert connection._reader.buffered <= AHEAD + 262144  # one read of the socket at most
         assert not send.done()  # the client is held back by TCP, not buffered in the gateway
     finally:
         release.set()

@@ -103,6 +103,7 @@ def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limi
         authenticate=gate.authenticate,
         peer=lambda transport: transport_peer(transport, gate),
         on_body_timeout=guards.body_timeout,
+        native=True,
     )
     main = guards.main
     main.fast = lambda header_timeout: FastLane(main, header_timeout, lane)
@@ -139,6 +140,7 @@ class GatewayServer:
         self._site: GuardedSite | None = None
         self._lane: Lane | None = None
         self._admin_runner: web.AppRunner | None = None
+        self._admin_site: GuardedSite | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
         self._reload_lock = asyncio.Lock()
@@ -187,10 +189,10 @@ class GatewayServer:
         self.port = self._site.bound_port
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
         admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
-        self._admin_runner, admin_site = await self._serve(
+        self._admin_runner, self._admin_site = await self._serve(
             admin, self.admin_host, self.admin_port, cancel=False, guards=guards
         )
-        self.admin_port = admin_site.bound_port
+        self.admin_port = self._admin_site.bound_port
         self.readiness.listening = True
         self._signature = signature(watched_paths(self.loaded))
         if cfg.reload.watch:
@@ -208,7 +210,7 @@ class GatewayServer:
     ) -> tuple[web.AppRunner, GuardedSite]:
         timeout = self.loaded.config.shutdown.drainTimeoutSeconds
         options = guards.runner_options(main=cancel)
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=cancel, shutdown_timeout=timeout, **options)
+        runner = web.AppRunner(app, handler_cancellation=cancel, shutdown_timeout=timeout, **options)
         await runner.setup()
         guard = guards.main if cancel else guards.admin
         site = GuardedSite(
@@ -216,6 +218,7 @@ class GatewayServer:
             host,
             port,
             guard=guard,
+            options=options,
             reuse_port=self.reuse_port or None,
             backlog=1024,
             ssl_context=ssl_context,
@@ -284,8 +287,9 @@ class GatewayServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch_task
         if self._app_runner is not None:
-            if self._lane is not None and self._site is not None:
-                self._site.close_listener()
+            if self._site is not None:
+                self._site.close_listener()  # the drain starts
+            if self._lane is not None:
                 await self._lane.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
@@ -299,6 +303,8 @@ class GatewayServer:
         if self.guard is not None:
             await self.guard.aclose()
         if self._admin_runner is not None:
+            if self._admin_site is not None:
+                self._admin_site.close_listener()
             await self._admin_runner.cleanup()
             self._admin_runner = None
         close = getattr(self.telemetry, "close", None)

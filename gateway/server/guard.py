@@ -16,10 +16,10 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.binding.rules import body_timeout_reason
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.oauth import WELL_KNOWN, metadata_path, resource_document
 from gateway.inbound.principal import Principal, Refusal
-from gateway.server.limits import body_timeout_reason
 from gateway.uploads.forward import Forwarder
 from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
 

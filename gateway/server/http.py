@@ -1,10 +1,11 @@
-"""The harness-facing HTTP binding (AHP-HTTP-001): POST, ``application/json``, one object per body.
+"""The aiohttp adapter of the harness-facing HTTP binding (AHP-HTTP-001): the routes the fast
+lane hands off, and every request when it is off — ``POST <listen.path>``, ``POST /native/<harness>``
+and the uploads the guard installs.
 
-The handler is thin: bound the body, hand the bytes to the pipeline, frame the answer — HTTP 200
-with the JSON-RPC response (errors included), 202 with no body for a notification. Oversized
-bodies get 413 without being read in full; other media types 415. A gzip/deflate body is decoded
-with the limit on its decoded size (other encodings 415, a body that does not decode 400); a body
-that does not arrive within ``limits.bodyTimeoutMs`` gets 408 (see :mod:`gateway.server.limits`).
+The binding rules are :mod:`gateway.binding.rules` (the fast lane applies the same ones): after
+authentication, :func:`~gateway.binding.rules.judge` refuses another media type or coding (415) or a
+declared length over ``maxBodyBytes`` (413) before the body is read; :func:`~gateway.server.limits.read_body`
+bounds the body (decoded size, ``bodyTimeoutMs``: 408); :func:`~gateway.binding.rules.frame` frames the answer.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
+from gateway.binding.rules import JSON, BodyRejected, Serve, frame, judge
 from gateway.config.models import Limits
 from gateway.inbound.principal import Principal
 from gateway.native.endpoint import handle_native
 from gateway.pipeline.gateway import Handler
 from gateway.server.guard import Guard
-from gateway.server.limits import BodyRejected, coding_of, read_body
+from gateway.server.limits import read_body
 
-_JSON = "application/json"
 HARD_BODY_CAP = 64 * 1024 * 1024
 
 
@@ -39,55 +40,59 @@ def build_app(
         """The caller, before any byte of the body is read (protocol §12), or the refusal."""
         return await guard.principal(request) if guard is not None else None
 
-    async def read(request: web.Request) -> bytes | web.StreamResponse:
-        """The body within ``maxBodyBytes`` (decoded size) and ``bodyTimeoutMs``, or the refusal."""
+    async def read(request: web.Request, media: str | None) -> bytes | web.StreamResponse:
+        """The body, if the binding rules allow it (:func:`judge`), within ``maxBodyBytes``
+        (decoded size) and ``bodyTimeoutMs``; otherwise the refusal."""
         current = limits()
-        limit = current.maxBodyBytes
-        try:
-            coding = coding_of(request.headers.getall(hdrs.CONTENT_ENCODING, []))
-            length = request.content_length
-            if length is not None and length > limit:
-                raise BodyRejected(413, f"body exceeds {limit} bytes")
-            return await read_body(request.content, limit=limit, coding=coding, timeout=current.bodyTimeoutMs / 1000)
-        except BodyRejected as exc:
-            if exc.status == 408 and on_body_timeout is not None:
-                on_body_timeout()
-            response = web.Response(status=exc.status, text=exc.reason + "\n")
-            if exc.status in (400, 408):
-                response.force_close()  # the rest of the stream cannot be trusted to frame a next request
-            return response
+        verdict = judge(
+            media, request.content_length, request.headers.getall(hdrs.CONTENT_ENCODING, []), current.maxBodyBytes
+        )
+        if isinstance(verdict, Serve):
+            try:
+                return await read_body(
+                    request.content, limit=verdict.limit, coding=verdict.coding, timeout=current.bodyTimeoutMs / 1000
+                )
+            except BodyRejected as exc:
+                if exc.status == 408 and on_body_timeout is not None:
+                    on_body_timeout()
+                verdict = exc.refusal()
+        response = web.Response(status=verdict.status, text=verdict.body.decode())
+        if verdict.close:
+            response.force_close()  # the rest of the stream cannot be trusted to frame a next request
+        return response
+
+    async def evaluate(body: bytes, headers: Mapping[str, str], principal: Principal | None) -> bytes | None:
+        """The one call of the pipeline on this binding."""
+        return await gateway.handle(body, headers, cel_principal(principal))
 
     async def handle(request: web.Request) -> web.StreamResponse:
         principal = await authenticate(request)
         if isinstance(principal, web.StreamResponse):
             return principal
-        if request.content_type != _JSON:
-            return web.Response(status=415, text="AHP over HTTP requires Content-Type: application/json\n")
-        body = await read(request)
+        body = await read(request, request.content_type)
         if isinstance(body, web.StreamResponse):
             return body
-        answer = await gateway.handle(body, request.headers, cel_principal(principal))
-        if answer is None:
-            return web.Response(status=202)
-        return web.Response(status=200, body=answer, content_type=_JSON)
+        status, content_type, payload = frame(await evaluate(body, request.headers, principal))
+        if content_type is None:
+            return web.Response(status=status)
+        return web.Response(status=status, body=payload, content_type=content_type)
 
     async def native(request: web.Request) -> web.StreamResponse:
-        """``POST /native/<harness>``: a native HTTP hook through the same pipeline."""
+        """``POST /native/<harness>``: a native HTTP hook through the same pipeline (any media type)."""
         principal = await authenticate(request)
         if isinstance(principal, web.StreamResponse):
             return principal
-        body = await read(request)
+        body = await read(request, None)
         if isinstance(body, web.StreamResponse):
             return body
-        caller = cel_principal(principal)
 
         async def decide(message: bytes, headers: Mapping[str, str]) -> tuple[int, bytes | None]:
-            answer = await gateway.handle(message, headers, caller)
-            return (202, None) if answer is None else (200, answer)
+            status, _, payload = frame(await evaluate(message, headers, principal))
+            return status, payload if status == 200 else None
 
         harness = request.match_info["harness"]
         status, payload = await handle_native(harness, body, request.headers, decide, event=request.query.get("event"))
-        return web.Response(status=status, body=payload, content_type=_JSON if status == 200 else "text/plain")
+        return web.Response(status=status, body=payload, content_type=JSON if status == 200 else "text/plain")
 
     if guard is not None:
         guard.install(app, upload_path, lambda: limits().bodyTimeoutMs / 1000, on_body_timeout)

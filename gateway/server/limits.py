@@ -16,18 +16,13 @@ a file descriptor for minutes, and enough of them starved both listeners. Here:
   with a reserve for the admin listener and for upstream connections, so ``/healthz`` and
   ``/metrics`` keep answering while the main listener is flooded.
 
-The guard reads three attributes of aiohttp's ``RequestHandler`` (``_waiter``, ``_messages``,
-``_request_count``) to tell "waiting for a request" from "serving one", makes handlers from the
-runner's ``Server`` (``_loop``, ``_kwargs``) and listens with a ``TCPSite``'s settings. A listener
-checks that the installed aiohttp still has each of them before it accepts a connection
-(:func:`missing_internals`) and refuses to start if one is gone: an aiohttp upgrade that renamed
-one would otherwise lose a limit silently (a header timeout never re-armed, never disarmed). An
-attribute that keeps its name but changes its meaning cannot be seen at start;
-tests/test_slow_clients.py and tests/test_fastlane.py fail on it.
+The guard reads no private attribute of aiohttp: it watches the bytes it passes to aiohttp's
+request handler with its own llhttp parser (a request's first byte arms the header timer, its
+complete head disarms it), makes handlers for the runner's public ``Server`` with the handler
+options the gateway chose, and listens with ``loop.create_server`` (:class:`GuardedSite`).
 
-Request bodies with ``Content-Encoding`` (gzip or deflate) are decoded here too, with
-``maxBodyBytes`` enforced on the decoded size while decoding: a compression bomb is refused
-after at most ``maxBodyBytes`` of output, never inflated.
+:func:`read_body` reads an aiohttp request body within the body timeout and ``maxBodyBytes``,
+decoding a content coding with :class:`gateway.binding.rules.Decoder` (limit on the decoded size).
 """
 
 from __future__ import annotations
@@ -37,17 +32,17 @@ import contextlib
 import functools
 import logging
 import resource
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, cast
 
-import aiohttp
+import httptools
 from aiohttp import StreamReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
+from gateway.binding.rules import BodyRejected, Decoder, body_timeout_reason
 from gateway.config.models import Limits
 
 log = logging.getLogger("ahp_gateway")
@@ -58,39 +53,6 @@ _REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection
 _TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 Reporter = Callable[[str, str], None]
 """``report(listener, reason)``: a connection was closed by a limit (``limit``, ``header_timeout``)."""
-
-
-_INTERNALS = {
-    "RequestHandler": ("_waiter", "_messages", "_request_count"),
-    "Server": ("_loop", "_kwargs"),
-    "TCPSite": ("_runner", "_host", "_port", "_backlog", "_reuse_address", "_reuse_port", "_ssl_context", "_server"),
-}
-"""The private aiohttp attributes this module reads, by the class that has them."""
-
-
-class IncompatibleAiohttp(RuntimeError):
-    """The installed aiohttp lacks an internal the connection guard reads (see the module
-    docstring): the gateway refuses to serve rather than serve without a limit."""
-
-    def __init__(self, missing: list[str]) -> None:
-        self.missing = missing
-        super().__init__(
-            f"aiohttp {aiohttp.__version__} is not supported: the connection limits read "
-            f"{', '.join(missing)}, which it does not have; install an aiohttp release that has them"
-        )
-
-
-def missing_internals(site: object, server: object, handler: object | None) -> list[str]:
-    """``Class.attribute`` of every internal in :data:`_INTERNALS` that the real objects lack
-    (``handler`` None: none could be made, which the server's own missing internals explain)."""
-    objects = {"RequestHandler": handler, "Server": server, "TCPSite": site}
-    return [
-        f"{cls}.{name}"
-        for cls, names in _INTERNALS.items()
-        if objects[cls] is not None
-        for name in names
-        if not hasattr(objects[cls], name)
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,19 +135,20 @@ class ConnectionGuard:
         self.report = report
         self.open = 0
         self.server: Any = None
+        self.options: dict[str, Any] = {}
         self.on_change: Callable[[int], None] | None = None
         self.fast: Callable[[float], asyncio.Protocol] | None = None
         """The main listener's fast lane (:mod:`gateway.server.fastlane`), given the header timeout."""
 
-    def bind(self, server: Any) -> None:
-        """``server`` is the runner's aiohttp ``Server`` (itself a protocol factory)."""
+    def bind(self, server: web.Server, options: dict[str, Any]) -> None:
+        """``server`` is the runner's aiohttp ``Server`` (itself a protocol factory); ``options``
+        the request-handler options the runner was given (:meth:`Listeners.runner_options`)."""
         self.server = server
+        self.options = options
 
     def handler(self) -> Any:
-        """A new aiohttp request handler, whose error answers never quote the request (as the
-        runner's ``Server`` makes its handlers, from its loop and handler arguments)."""
-        server = self.server
-        return _QuietHandler(server, loop=server._loop, **server._kwargs)
+        """A new aiohttp request handler, whose error answers never quote the request."""
+        return _QuietHandler(self.server, loop=asyncio.get_running_loop(), **self.options)
 
     def __call__(self) -> asyncio.Protocol:
         limits = self.settings()
@@ -251,6 +214,7 @@ class Listeners:
         decodes with the limit applied to the decoded size."""
         cfg = self._limits()
         options: dict[str, Any] = {
+            "access_log": None,
             "logger": HTTP_LOG,
             "keepalive_timeout": cfg.idleTimeoutSeconds,
             "lingering_time": min(10.0, cfg.bodyTimeoutMs / 1000),
@@ -274,6 +238,24 @@ class _Refused(asyncio.Protocol):
         self._guard.closed_by_limit("limit")
 
 
+class _HeadWatch:
+    """llhttp callbacks over the bytes passed to aiohttp: a request's first byte arms the header
+    timer (unless it runs already: a connection's first request is timed from the accept), its
+    complete head disarms it."""
+
+    __slots__ = ("guarded",)
+
+    def __init__(self, guarded: _Guarded) -> None:
+        self.guarded = guarded
+
+    def on_message_begin(self) -> None:
+        if self.guarded._timer is None:
+            self.guarded._arm()
+
+    def on_headers_complete(self) -> None:
+        self.guarded._disarm()  # the body timeout takes over
+
+
 class _Guarded(asyncio.Protocol):
     """Forwards every protocol callback to aiohttp's handler; closes the connection when a
     request's headers are not complete within the header timeout."""
@@ -284,6 +266,9 @@ class _Guarded(asyncio.Protocol):
         self._timeout = header_timeout
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
+        self._watch: httptools.HttpRequestParser | None = None
+        """Parses what aiohttp is given, for the header timer (made at the first bytes)."""
+        self._watching = True
 
     # -- header timer
     def _arm(self) -> None:
@@ -303,11 +288,6 @@ class _Guarded(asyncio.Protocol):
             transport.close()
             self._guard.closed_by_limit("header_timeout")
 
-    def _idle(self) -> bool:
-        """aiohttp's handler is waiting for the next request (no request being read or served)."""
-        handler = self._handler
-        return getattr(handler, "_waiter", None) is not None and not getattr(handler, "_messages", None)
-
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)
@@ -317,14 +297,16 @@ class _Guarded(asyncio.Protocol):
         self._handler.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        handler = self._handler
-        starting = self._timer is None and self._idle()  # first bytes of a next request on a kept-alive connection
-        before = getattr(handler, "_request_count", 0)
-        handler.data_received(data)
-        if getattr(handler, "_request_count", 0) != before:
-            self._disarm()  # headers complete; the body timeout takes over
-        elif starting:
-            self._arm()
+        if self._watching:
+            watch = self._watch
+            if watch is None:
+                watch = self._watch = httptools.HttpRequestParser(_HeadWatch(self))
+            try:
+                watch.feed_data(data)
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+                # aiohttp answers 400 and closes, or serves the upgrade: nothing more to time.
+                self._watching, self._watch = False, None
+        self._handler.data_received(data)
 
     def eof_received(self) -> bool | None:
         result: bool | None = self._handler.eof_received()
@@ -333,6 +315,7 @@ class _Guarded(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self._transport = None
+        self._watch = None
         self._guard.count(-1)
         self._handler.connection_lost(exc)
 
@@ -343,111 +326,53 @@ class _Guarded(asyncio.Protocol):
         self._handler.resume_writing()
 
 
-class GuardedSite(web.TCPSite):
-    """A TCP site whose connections go through a :class:`ConnectionGuard`."""
+class GuardedSite:
+    """The listener of a runner, with ``loop.create_server``: its connections go through a
+    :class:`ConnectionGuard`, which makes aiohttp handlers for the runner's ``Server``."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, *, guard: ConnectionGuard, **kwargs: Any) -> None:
-        super().__init__(runner, host, port, **kwargs)
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        *,
+        guard: ConnectionGuard,
+        options: dict[str, Any],
+        backlog: int = 128,
+        reuse_port: bool | None = None,
+        ssl_context: Any = None,
+    ) -> None:
+        self.runner = runner
+        self.host = host
+        self.port = port
         self.guard = guard
+        self.options = options
+        self.backlog = backlog
+        self.reuse_port = reuse_port
+        self.ssl_context = ssl_context
+        self.listener: asyncio.Server | None = None
 
     async def start(self) -> None:
-        server = getattr(getattr(self, "_runner", None), "server", None)
-        self.guard.bind(server)
-        makes_handlers = all(hasattr(server, name) for name in _INTERNALS["Server"])
-        missing = missing_internals(self, server, self.guard.handler() if makes_handlers else None)
-        if missing:
-            raise IncompatibleAiohttp(missing)  # before the site registers with its runner
-        await web.BaseSite.start(self)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self.guard,
-            self._host,
-            self._port,
-            backlog=self._backlog,
-            reuse_address=self._reuse_address,
-            reuse_port=self._reuse_port,
-            ssl=self._ssl_context,
+        server = self.runner.server
+        assert server is not None, "runner.setup() first"
+        self.guard.bind(server, self.options)
+        self.listener = await asyncio.get_running_loop().create_server(
+            self.guard, self.host, self.port, backlog=self.backlog, reuse_port=self.reuse_port, ssl=self.ssl_context
         )
 
     def close_listener(self) -> None:
-        """Stop accepting connections (the drain starts); ``stop`` still runs on cleanup."""
-        if self._server is not None:
-            self._server.close()
+        """Stop accepting connections (the drain starts); the runner's cleanup closes the rest."""
+        if self.listener is not None:
+            self.listener.close()
 
     @property
     def bound_port(self) -> int:
-        server = self._server
-        sockets = getattr(server, "sockets", None)
-        return int(sockets[0].getsockname()[1]) if sockets else self._port
+        sockets = self.listener.sockets if self.listener is not None else ()
+        return int(sockets[0].getsockname()[1]) if sockets else self.port
 
 
 # ---------------------------------------------------------------------------------------------
 # Request bodies
-
-
-def body_timeout_reason(timeout: float) -> str:
-    """The 408 text when a body did not arrive within ``timeout`` seconds (both HTTP paths)."""
-    return f"body not received within {timeout * 1000:.0f} ms"
-
-
-class BodyRejected(Exception):
-    """The body cannot be evaluated; ``status`` is the HTTP answer (400, 408, 413, 415)."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-"""Accepted content codings and their zlib window setting (``deflate`` is the zlib format, RFC 9110 §8.4.1.2)."""
-
-
-def coding_of(values: list[str]) -> str | None:
-    """The one content coding of a request (None: identity). More than one layer, or a coding
-    other than gzip/deflate, is refused (415): nested layers multiply a compression bomb."""
-    codings = [c.strip().lower() for value in values for c in value.split(",")]
-    codings = [c for c in codings if c and c != "identity"]
-    if not codings:
-        return None
-    if len(codings) > 1:
-        raise BodyRejected(415, "only one Content-Encoding layer (gzip or deflate) is accepted")
-    if codings[0] not in CODINGS:
-        raise BodyRejected(415, "Content-Encoding must be gzip, deflate or identity")
-    return codings[0]
-
-
-class _Decoder:
-    """Incremental decoding that never produces more than ``limit + 1`` bytes in total."""
-
-    def __init__(self, coding: str, limit: int) -> None:
-        self._wbits = CODINGS[coding]
-        self._gzip = coding != "deflate"
-        self._limit = limit
-        self._size = 0
-        self._out: list[bytes] = []
-        self._zlib = zlib.decompressobj(self._wbits)
-
-    def feed(self, data: bytes) -> None:
-        while data:
-            if self._zlib.eof:
-                if not self._gzip:
-                    raise BodyRejected(400, "data after the end of the deflate stream")
-                self._zlib = zlib.decompressobj(self._wbits)  # another gzip member (RFC 1952 §2.2)
-            try:
-                piece = self._zlib.decompress(data, self._limit + 1 - self._size)
-            except zlib.error:
-                raise BodyRejected(400, "body is not valid for its Content-Encoding") from None
-            self._size += len(piece)
-            if self._size > self._limit:
-                raise BodyRejected(413, f"decoded body exceeds {self._limit} bytes")
-            self._out.append(piece)
-            data = self._zlib.unconsumed_tail or self._zlib.unused_data
-
-    def finish(self) -> bytes:
-        if not self._zlib.eof:
-            raise BodyRejected(400, "compressed body is truncated")
-        return b"".join(self._out)
 
 
 async def read_body(stream: StreamReader, *, limit: int, coding: str | None, timeout: float) -> bytes:
@@ -463,7 +388,7 @@ async def read_body(stream: StreamReader, *, limit: int, coding: str | None, tim
         if len(body) > limit:
             raise BodyRejected(413, f"body exceeds {limit} bytes")
         return body
-    decoder = _Decoder(coding, limit) if coding is not None else None
+    decoder = Decoder(coding, limit) if coding is not None else None
     chunks: list[bytes] = []
     size = 0
     try:

@@ -1,0 +1,315 @@
+"""The fast lane's HTTP/1.1 request reader and response serializer, without I/O.
+
+:class:`Reader` takes the bytes of one connection (:meth:`Reader.feed`) and returns what they
+amount to (:meth:`Reader.next_event`): :data:`NEED_DATA`, a :class:`Head` whose body is still on
+its way, a whole :class:`Request`, a :class:`Skipped` body, or :class:`HandOff` — this request is
+not the fast lane's, and it and every later byte belong to the general HTTP server. It serves only
+``POST <path>`` with ``Content-Type: application/json`` (and, if asked, ``POST /native/<harness>``
+with at most an ``event`` parameter), one exact ``Content-Length`` within ``maxBodyBytes``, no
+content or transfer coding, no ``Expect`` or ``Upgrade``, HTTP/1.1, a ``Host``.
+
+Why a hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
+duplicate ``Content-Length``), so the first ``CRLFCRLF`` ends the head llhttp parsed and the body
+is exactly ``Content-Length`` bytes after it. Whatever the general server might refuse (a repeated
+header, no ``Host``, an upgrade, fields near its limits, a head over :data:`MAX_HEAD`) is handed
+off, so the fast lane never serves a request the general server would refuse. A request is read
+only to its head before it is judged, so a handed-off request is still whole in the buffer.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from dataclasses import dataclass
+from typing import Final
+
+import httptools
+from multidict import CIMultiDict
+
+from gateway.binding.rules import JSON, Serve, judge, media_type
+
+MAX_HEAD = 16384
+"""A head longer than this is handed off (the general server applies its own limits)."""
+MAX_FIELDS = 64
+MAX_FIELD = 4096
+"""A head with more header lines, or a longer name or value, is handed off, below aiohttp's own
+limits (128 lines, 8190 bytes a field): every answer to such a head is then aiohttp's."""
+_END = b"\r\n\r\n"
+_HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade", "sec-websocket-key1"})
+"""Headers whose presence hands a request off (the general server implements or refuses them)."""
+_OWS = b" \t"
+_NO_CODING: Final[tuple[str, ...]] = ()
+_NATIVE = re.compile(rb"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
+"""The native targets read here: anything else (percent-encoding, other parameters) is handed off."""
+
+
+class NeedData:
+    """Nothing to act on until more bytes come; ``in_body``: a head was read, its body is due."""
+
+    __slots__ = ("in_body",)
+
+    def __init__(self, in_body: bool) -> None:
+        self.in_body = in_body
+
+    def __repr__(self) -> str:
+        return f"NeedData(in_body={self.in_body})"
+
+
+NEED_DATA = NeedData(False)
+NEED_BODY = NeedData(True)
+
+
+@dataclass(slots=True)
+class Head:
+    """A fast-lane request head whose body is not all here yet (authenticate from it now)."""
+
+    headers: CIMultiDict[str]
+    length: int
+
+
+@dataclass(slots=True)
+class Request:
+    headers: CIMultiDict[str]
+    body: bytes
+    keep_alive: bool
+    native: Native | None = None
+    """For ``POST /native/<harness>``: which harness, and the ``event`` query parameter."""
+
+
+@dataclass(slots=True)
+class Native:
+    harness: str
+    event: str | None
+
+
+class Skipped:
+    """The body of a request refused from its head (:meth:`Reader.skip`) has been read past."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Skipped)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+SKIPPED = Skipped()
+
+
+@dataclass(slots=True)
+class HandOff:
+    """Not the fast lane's: ``data`` is every byte from the first of this request on."""
+
+    data: bytes
+
+
+Event = NeedData | Head | Request | Skipped | HandOff
+
+
+class _Head:
+    """llhttp callbacks for one request head, judging each header as it is parsed: ``refused``
+    once anything in it is the general server's to answer."""
+
+    __slots__ = ("complete", "content_type", "headers", "keep_alive", "length", "native", "parser", "refused", "url")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.native: Native | None = None
+        self.headers: CIMultiDict[str] = CIMultiDict()
+        self.complete = self.keep_alive = self.refused = False
+        self.length = -1
+        self.content_type = ""
+        self.parser: httptools.HttpRequestParser | None = None
+        """Set while a head is fed (and cleared after, so the two do not form a cycle)."""
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) > MAX_FIELD or len(value) > MAX_FIELD or len(self.headers) >= MAX_FIELDS:
+            self.refused = True
+            return
+        key = name.decode("latin-1")
+        lower = key.lower()
+        if lower in _HANDS_OFF or lower in self.headers:
+            self.refused = True
+            return
+        text = value.strip(_OWS).decode("utf-8", "surrogateescape")  # RFC 9110 §5.5, as aiohttp
+        if lower == "content-length":
+            if not (text.isascii() and text.isdigit()):
+                self.refused = True
+                return
+            self.length = int(text)
+        elif lower == "content-type":
+            self.content_type = text
+        self.headers.add(key, text)
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+        # Read now: a head without a body completes the message, and llhttp resets its flags then.
+        self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
+
+
+def read_head(head: bytes, target: bytes, limit: int, native: bool = False) -> _Head | None:
+    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or None;
+    ``native``: ``POST /native/<harness>`` is read too."""
+    parsed = _Head()
+    parser = parsed.parser = httptools.HttpRequestParser(parsed)
+    try:
+        parser.feed_data(head)
+    except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+        return None  # the general server answers 400 for it, or serves the upgrade request
+    finally:
+        parsed.parser = None
+    if (
+        parsed.refused
+        or not parsed.complete
+        or parser.get_http_version() != "1.1"
+        or "host" not in parsed.headers  # 400 from the general server (RFC 9112 §3.2)
+        or parsed.length < 0
+    ):
+        return None
+    # The binding rules; a refusal is the general server's to answer, after authentication.
+    if parsed.url == target:
+        content_type = parsed.content_type
+        media: str | None = JSON if content_type == JSON else media_type(content_type)
+    elif native and (found := _NATIVE.fullmatch(parsed.url)) is not None:
+        event = found.group(2)
+        parsed.native = Native(found.group(1).decode(), event.decode() if event is not None else None)
+        media = None  # a native hook's payload is read by its codec, whatever its media type
+    else:
+        return None
+    if not isinstance(judge(media, parsed.length, _NO_CODING, limit), Serve):
+        return None
+    return parsed
+
+
+class Reader:
+    """One connection's requests, in order. Feed bytes, then take events until
+    :data:`NEED_DATA`/:data:`NEED_BODY`; after :class:`HandOff` the reader is done."""
+
+    __slots__ = (
+        "_buf",
+        "_head_len",
+        "_headers",
+        "_keep_alive",
+        "_native",
+        "_need",
+        "_skip",
+        "handed_off",
+        "native",
+        "target",
+    )
+
+    def __init__(self, target: bytes, native: bool = False) -> None:
+        self.target = target
+        self.native = native
+        """Read ``POST /native/<harness>`` too."""
+        self._native: Native | None = None
+        self._buf = bytearray()
+        self._head_len = 0
+        self._need = -1
+        """Body bytes of the request whose head was read; -1 while reading a head."""
+        self._headers: CIMultiDict[str] | None = None
+        self._keep_alive = True
+        self._skip = False
+        self.handed_off = False
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet consumed by an event."""
+        return len(self._buf)
+
+    @property
+    def in_head(self) -> bool:
+        """A request head has begun and is not complete."""
+        return self._need < 0 and bool(self._buf)
+
+    @property
+    def in_request(self) -> bool:
+        """Part of a request has come (a head begun, or a head whose body is due)."""
+        return self._need >= 0 or bool(self._buf)
+
+    def skip(self) -> None:
+        """The request whose :class:`Head` was returned is answered: read past its body."""
+        self._skip = True
+
+    def next_event(self, limit: int) -> Event:
+        """What the buffer holds next; ``limit`` is the current ``maxBodyBytes``."""
+        buf = self._buf
+        if self.handed_off:
+            return self._hand_off()
+        if self._need < 0:
+            if len(buf) >= 5 and buf[:5] != b"POST ":
+                return self._hand_off()
+            end = buf.find(_END, 0, MAX_HEAD + 4)
+            if end < 0:
+                if len(buf) >= MAX_HEAD + 4 or buf.count(b"\n") != buf.count(b"\r\n"):
+                    return self._hand_off()  # too long, or a bare LF: the general server decides at once
+                return NEED_DATA
+            parsed = read_head(bytes(buf[: end + 4]), self.target, limit, self.native)
+            if parsed is None:
+                return self._hand_off()
+            self._head_len = end + 4
+            self._need = parsed.length
+            self._headers = parsed.headers
+            self._keep_alive = parsed.keep_alive
+            self._native = parsed.native
+            if len(buf) < self._head_len + self._need:
+                return Head(parsed.headers, parsed.length)
+        total = self._head_len + self._need
+        if len(buf) < total:
+            return NEED_BODY
+        headers = self._headers
+        assert headers is not None
+        self._need, self._headers = -1, None
+        if self._skip:  # answered from its head: its body frames nothing, the connection goes on
+            del buf[:total]
+            self._skip = False
+            return SKIPPED
+        body = bytes(buf[self._head_len : total])
+        del buf[:total]
+        return Request(headers, body, self._keep_alive, self._native)
+
+    def _hand_off(self) -> HandOff:
+        self.handed_off = True
+        data, self._buf = bytes(self._buf), bytearray()
+        self._need, self._headers = -1, None
+        return HandOff(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+REASONS = {200: b"OK", 202: b"Accepted", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden"}
+REASONS.update({404: b"Not Found", 408: b"Request Timeout", 500: b"Internal Server Error"})
+TEXT = b"text/plain; charset=utf-8"
+_date: dict[int, bytes] = {}
+
+
+def http_date(now: float | None = None) -> bytes:
+    """RFC 9110 §6.6.1 ``Date``, formatted once per second."""
+    second = int(time.time() if now is None else now)
+    found = _date.get(second)
+    if found is None:
+        _date.clear()
+        found = _date[second] = email.utils.formatdate(second, usegmt=True).encode("ascii")
+    return found
+
+
+def response(
+    status: int, body: bytes, content_type: bytes | None, *, close: bool, extra: bytes = b"", date: bytes | None = None
+) -> bytes:
+    """One HTTP/1.1 response; ``extra`` is whole header lines."""
+    head = b"HTTP/1.1 %d %s\r\n" % (status, REASONS[status])
+    if content_type is not None:
+        head += b"Content-Type: " + content_type + b"\r\n"
+    head += b"Content-Length: %d\r\n%s" % (len(body), extra)
+    if close:
+        head += b"Connection: close\r\n"
+    return head + b"Date: " + (http_date() if date is None else date) + b"\r\n\r\n" + body
