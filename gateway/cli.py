@@ -209,14 +209,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for line in explain(snap, request, principal):
         print(line)
     if args.call:
-
-        async def call() -> list[str]:
-            try:
-                return await explain_call(snap, request, principal)
-            finally:
-                await snap.aclose()
-
-        for line in asyncio.run(call()):
+        for line in asyncio.run(explain_call(snap, request, principal)):
             print(line)
     return 0
 

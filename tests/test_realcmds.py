@@ -90,7 +90,7 @@ def decisions(items: Iterable[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     async def run() -> list[list[dict[str, Any]]]:
         out = []
         for n, case in enumerate(items):
-            answer = await gateway.handle(body(n, case), {})
+            answer = (await gateway.handle(body(n, case), {})).answer
             assert answer is not None
             reply = json.loads(answer)
             assert "result" in reply, f"case {n} was rejected: {reply}"

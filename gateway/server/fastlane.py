@@ -43,6 +43,7 @@ from multidict import CIMultiDict
 from gateway.config.models import Limits
 from gateway.inbound.gate import Peer
 from gateway.inbound.principal import Principal, Refusal
+from gateway.pipeline.exchange import Exchange
 from gateway.server.guard import refusal_text
 from gateway.server.limits import ConnectionGuard, _Guarded, body_timeout_reason
 
@@ -65,7 +66,7 @@ SILENT_GRACE = 1.0
 """Seconds a connection accepted before a drain began has to send its first bytes: its request
 may be on its way (a loaded machine reads it late), so it is not closed at once as idle."""
 
-Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[bytes | None]]
+Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[Exchange]]
 Authenticate = Callable[[Mapping[str, str], Peer], Coroutine[Any, Any, Principal | Refusal]]
 
 
@@ -439,7 +440,7 @@ class FastLane(_Guarded):
                     self._write(_refusal(outcome, close), close)
                     return
                 principal = outcome.as_cel() if outcome.authenticated else None
-            answer = await lane.handle(body, headers, principal)
+            answer = (await lane.handle(body, headers, principal)).answer
             close = close or lane.draining
             if answer is None:
                 self._write(response(202, b"", None, close=close), close)

@@ -66,7 +66,7 @@ def build_app(
         body = await read(request)
         if isinstance(body, web.StreamResponse):
             return body
-        answer = await gateway.handle(body, request.headers, cel_principal(principal))
+        answer = (await gateway.handle(body, request.headers, cel_principal(principal))).answer
         if answer is None:
             return web.Response(status=202)
         return web.Response(status=200, body=answer, content_type=_JSON)
@@ -82,7 +82,7 @@ def build_app(
         caller = cel_principal(principal)
 
         async def decide(message: bytes, headers: Mapping[str, str]) -> tuple[int, bytes | None]:
-            answer = await gateway.handle(message, headers, caller)
+            answer = (await gateway.handle(message, headers, caller)).answer
             return (202, None) if answer is None else (200, answer)
 
         harness = request.match_info["harness"]

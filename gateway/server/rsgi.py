@@ -20,13 +20,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
+from gateway.pipeline.exchange import Exchange
+
 log = logging.getLogger("ahp_gateway")
 
 _JSON = "application/json"
 _TEXT = [("content-type", "text/plain; charset=utf-8")]
 _JSON_HEADERS = [("content-type", _JSON)]
 
-Handle = Callable[[bytes, Mapping[str, str]], Awaitable[bytes | None]]
+Handle = Callable[[bytes, Mapping[str, str]], Awaitable[Exchange]]
 """The one call the front end makes: the JSON-RPC answer for a request body (sent with HTTP 200,
 errors included), or None for a notification (HTTP 202, no body)."""
 
@@ -87,7 +89,7 @@ class GatewayRsgi:
 
         gone.add_done_callback(hung_up)
         try:
-            payload = await self._handle(body, _Headers(headers))
+            payload = (await self._handle(body, _Headers(headers))).answer
         except asyncio.CancelledError:
             if gone.done() and not gone.cancelled():
                 return  # nobody is left to answer
