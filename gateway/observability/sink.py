@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics, event_label, method_label
 from gateway.observability.tracing import Spans, TraceContext, child_headers, from_request
-from gateway.pipeline.exchange import Exchange
 from gateway.settle.ledger import Decision, Outcome, StepOutcome
+
+if TYPE_CHECKING:  # the pipeline sits above observability: only its type is needed here
+    from gateway.pipeline.exchange import Exchange
 
 INTERCEPT = "hooks/intercept"
 NATIVE_SOURCE = "urn:ahp-adapter:"
