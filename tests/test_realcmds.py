@@ -25,10 +25,9 @@ from typing import Any
 
 import pytest
 
+from gateway.assemble import Assembly
 from gateway.config.load import load
-from gateway.pipeline.gateway import Gateway
-from gateway.runtime import RuntimeHolder, build
-from gateway.upstream.http import ClientPool
+from gateway.telemetry import NullTelemetry
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "realcmds"
@@ -85,12 +84,12 @@ def body(n: int, case: dict[str, Any]) -> bytes:
 
 def decisions(items: Iterable[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The effects the default gateway answers for each case, in order."""
-    gateway = Gateway(RuntimeHolder(build(load(None), ClientPool())))
+    gateway = Assembly(load(None), telemetry=NullTelemetry()).gateway
 
     async def run() -> list[list[dict[str, Any]]]:
         out = []
         for n, case in enumerate(items):
-            answer = await gateway.handle(body(n, case), {})
+            answer = (await gateway.handle(body(n, case), {})).answer
             assert answer is not None
             reply = json.loads(answer)
             assert "result" in reply, f"case {n} was rejected: {reply}"

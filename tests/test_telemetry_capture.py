@@ -4,22 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.pipeline.exchange import Exchange
 from gateway.telemetry import NullTelemetry
 
 
 class Capture(NullTelemetry):
+    """Keeps what the core returned: every exchange, the decisions among them and the
+    observation statuses (drop reasons included), plus the live reports."""
+
     def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
         self.decisions: list[Any] = []
         self.observed: list[str] = []
         self.delivered: list[tuple[str, str]] = []
         self.shadows: list[tuple[str, str]] = []
         self.cel_errors: list[str] = []
 
-    def settled(self, decision: Any, trace: Any = None) -> None:
-        self.decisions.append(decision)
-
-    def observe_received(self, status: str) -> None:
-        self.observed.append(status)
+    def exchanged(self, exchange: Exchange) -> None:
+        self.exchanges.append(exchange)
+        if exchange.decision is not None:
+            self.decisions.append(exchange.decision)
+        if exchange.observed is not None:
+            self.observed.append(exchange.observed)
 
     def observe_delivered(self, hook_id: str, outcome: str) -> None:
         self.delivered.append((hook_id, outcome))
