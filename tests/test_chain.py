@@ -7,7 +7,9 @@ import copy
 
 import pytest
 
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, gateway_config, hook, intercept, post, result, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
 
 DENY = {"type": "deny", "reason": "not allowed", "code": "org.example.policy.no"}
 
@@ -394,7 +396,7 @@ async def test_harness_disconnect_cancels_inflight_upstream_calls(gateway_factor
     cfg["frontend"] = {"timeoutMs": 25000}
     gw = await gateway_factory(cfg)
     task = asyncio.ensure_future(post(http, gw.url, intercept(tool_before())))
-    from tests.conftest import wait_for
+    from tests.support.client import wait_for
 
     await wait_for(lambda: len(a.received) == 1)
     task.cancel()

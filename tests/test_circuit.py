@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from gateway.upstream.circuit import NORMAL, PROBE, REFUSED, Breakers, CircuitBreaker
-from tests.conftest import gateway_config, hook, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
 
 
 class Clock:

@@ -15,7 +15,7 @@ import yaml
 
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
-from tests.conftest import VECTORS
+from tests.support.paths import VECTORS
 
 REG_FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft" / "registration"
 

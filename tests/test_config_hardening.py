@@ -13,7 +13,9 @@ import yaml
 
 from gateway.config.load import ConfigError, load
 from gateway.runtime import build
-from tests.conftest import hook, intercept, post, tool_before
+from tests.support.client import post
+from tests.support.config import hook
+from tests.support.events import intercept, tool_before
 from tests.test_config import BASE, _write
 
 UPSTREAM = "http://127.0.0.1:8801/"

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, intercept, tool_before
+from tests.support.events import intercept, tool_before
+from tests.support.paths import ROOT
 
 CHECK_TIMEOUT = 6.0
 """'A few seconds' for one ``check`` on a loaded 2-core machine (a healthy one takes about 1 s)."""

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.conftest import gateway_config
-from tests.sdk_peers import SdkBackend, harness, registration, serve_backends, settled, tool_before
+from tests.support.config import gateway_config
+from tests.support.sdk_peers import SdkBackend, harness, registration, serve_backends, settled, tool_before
 
 TIMEOUT_MS = 2000
 SLOW_S = 2.6

@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from gateway.server.fastlane import AHEAD, MAX_HEAD, FastLane
-from tests.conftest import gateway_config, hook, intercept, result, tool_before, wait_for
-from tests.fault_tools import close, raw_request, read_response, read_until_closed, status_of
+from tests.support.client import wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
+from tests.support.fault_tools import close, raw_request, read_response, read_until_closed, status_of
 
 TOKEN = "fast-lane-test-token-0123456789abcdef"
 

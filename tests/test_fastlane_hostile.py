@@ -29,8 +29,9 @@ import pytest
 import yaml
 
 from gateway.server.fastlane import MAX_HEAD
-from tests.conftest import gateway_config, hook, intercept, tool_before
-from tests.fault_tools import close
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, tool_before
+from tests.support.fault_tools import close
 
 TOKEN = "fast-lane-hostile-token-0123456789abcdef"
 WRONG = "wrong-token-value-0000000000000000000000"

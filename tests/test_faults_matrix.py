@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 
 from bench.adversary import FAILURE_CLASS, FAULTS, Adversary
-from tests.conftest import gateway_config, hook, intercept, post, result, tool_before, wait_for
-from tests.fault_tools import close, raw_request, sample, scrape
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
+from tests.support.fault_tools import close, raw_request, sample, scrape
 
 GATEWAY = "org.example.gateway"
 ADV = "org.example.adversary"

@@ -17,7 +17,10 @@ import pytest
 
 from gateway.discovery import bound
 from gateway.protocol.schemas import load
-from tests.conftest import HARNESS, VECTORS, gateway_config, post, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config
+from tests.support.events import HARNESS, tool_before
+from tests.support.paths import VECTORS
 
 FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())["cases"]

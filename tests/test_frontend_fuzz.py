@@ -28,8 +28,11 @@ from hypothesis import strategies as st
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.conftest import VECTORS, gateway_config, hook, intercept, post, tool_before, wait_for
-from tests.fault_tools import open_fds, status_of
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, tool_before
+from tests.support.fault_tools import open_fds, status_of
+from tests.support.paths import VECTORS
 
 FIXTURES = sorted((VECTORS / "ahp-spec" / "fixtures" / "draft" / "http").glob("*.json"))
 GOLDEN = [

@@ -11,7 +11,9 @@ import socket
 
 import pytest
 
-from tests.conftest import gateway_config, hook, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
 
 pytest.importorskip("granian")
 

@@ -26,8 +26,10 @@ from gateway.config.load import load
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.principal import Refusal
 from gateway.server.app import GatewayServer
-from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
-from tests.oauth_server import Client, LoopbackAuthServer
+from tests.support.client import wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, tool_before
+from tests.support.oauth_server import Client, LoopbackAuthServer
 
 TOKEN_A = "tok-team-a-7f3c9e1b2d"
 TOKEN_B = "tok-team-b-0a9d8c7b6e"
@@ -505,7 +507,7 @@ def test_explain_with_a_principal_shows_the_tenant_route(tmp_path, capsys):
 def test_the_readme_tenant_example_is_a_valid_configuration() -> None:
     from gateway.config.models import GatewayConfig
     from gateway.routing.cel import Engine
-    from tests.conftest import ROOT
+    from tests.support.paths import ROOT
 
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Authentication") : text.index("## Uploads")]

@@ -37,8 +37,10 @@ from joserfc import jws
 from joserfc.jwk import ECKey, RSAKey
 
 from gateway.server.app import GatewayServer
-from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
-from tests.oauth_server import LoopbackAuthServer
+from tests.support.client import wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, tool_before
+from tests.support.oauth_server import LoopbackAuthServer
 
 AUDIENCE = "https://gw.example/"
 RESOURCE_METADATA = 'Bearer resource_metadata="https://gw.example/.well-known/oauth-protected-resource"'

@@ -15,7 +15,8 @@ import aiohttp
 import pytest
 import trustme
 
-from tests.conftest import gateway_config, hook, intercept, tool_before
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, tool_before
 
 
 def write_pair(cert: Any, directory: Path, stem: str) -> tuple[Path, Path]:

@@ -19,8 +19,11 @@ import yaml
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.conftest import ROOT, gateway_config, hook, intercept, post, result, tool_before
-from tests.fault_tools import read_response
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
+from tests.support.fault_tools import read_response
+from tests.support.paths import ROOT
 
 
 def _answer(text):

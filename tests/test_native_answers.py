@@ -17,7 +17,7 @@ import pytest
 
 from gateway.native import ahp, client, flow
 from gateway.native.model import NativeAnswer, Translation
-from tests.native_payloads import ALL, event_of
+from tests.support.native_payloads import ALL, event_of
 
 CODEX_SCHEMAS = Path(__file__).parent / "data" / "codex"
 SYNTHETIC = ahp.synthetic_denial("x").reason

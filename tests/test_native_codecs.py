@@ -13,7 +13,7 @@ import pytest
 from gateway.native import ahp, flow
 from gateway.native.model import NativePayloadError
 from gateway.protocol.schemas import load
-from tests.native_payloads import ALL, CLAUDE, COPILOT, CURSOR, GEMINI, PATCH, WINDSURF, event_of
+from tests.support.native_payloads import ALL, CLAUDE, COPILOT, CURSOR, GEMINI, PATCH, WINDSURF, event_of
 
 CASES = [(h, k) for h, payloads in ALL.items() for k in payloads]
 ALL_EFFECTS_PRE = {

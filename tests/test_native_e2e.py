@@ -24,8 +24,9 @@ from gateway.native import HARNESSES
 from gateway.native.command import main as hook_main
 from gateway.native.snippets import snippet
 from gateway.server.app import GatewayServer
-from tests.conftest import ROOT, post
-from tests.native_payloads import ALL, event_of
+from tests.support.client import post
+from tests.support.native_payloads import ALL, event_of
+from tests.support.paths import ROOT
 
 FORCE_PUSH = "git push --force origin main"
 POLICY_REASON = "Force-pushing to a protected branch"

@@ -28,7 +28,7 @@ import pytest_asyncio
 from gateway.config.load import load
 from gateway.native import HARNESSES, ahp, client, flow
 from gateway.server.app import GatewayServer
-from tests.native_payloads import ALL
+from tests.support.native_payloads import ALL
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -11,7 +11,9 @@ import pytest
 import trustme
 from aiohttp import web
 
-from tests.conftest import gateway_config, intercept, post, result, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config
+from tests.support.events import intercept, result, tool_before
 
 RESOURCE = "https://policy.internal/ahp"
 

@@ -12,7 +12,9 @@ import time
 import pytest
 
 from gateway.observability.decisions import _timestamp, _write_lines
-from tests.conftest import gateway_config, hook, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

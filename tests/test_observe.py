@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.conftest import gateway_config, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config
+from tests.support.events import intercept, result, tool_before
 from tests.test_telemetry_capture import Capture
 
 

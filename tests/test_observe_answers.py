@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from tests.conftest import gateway_config, post, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config
+from tests.support.events import tool_before
 from tests.test_observe import note, observer
 from tests.test_telemetry_capture import Capture
 

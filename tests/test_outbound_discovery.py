@@ -19,8 +19,10 @@ from joserfc.jwk import ECKey, KeySet
 
 from gateway.credentials.bearer import CredentialUnavailable
 from gateway.credentials.discovery import DestinationPolicy, metadata_candidates, resource_matches
-from tests.conftest import gateway_config, intercept, post, result, tool_before
-from tests.oauth_server import Client, LoopbackAuthServer
+from tests.support.client import post
+from tests.support.config import gateway_config
+from tests.support.events import intercept, result, tool_before
+from tests.support.oauth_server import Client, LoopbackAuthServer
 
 SECRET = "discovery-client-secret-6a1f"
 

@@ -11,7 +11,9 @@ from gateway.pipeline import frontend
 from gateway.protocol import wire
 from gateway.protocol.errors import RpcCode
 from gateway.protocol.schemas import load as load_schemas
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, gateway_config, hook, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
 from tests.test_telemetry_capture import Capture
 
 

@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, ROOT, gateway_config, hook, intercept, post, result, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
+from tests.support.paths import ROOT
 
 POLICY = textwrap.dedent(
     """
@@ -278,8 +281,8 @@ def default_gateway():
 
 async def test_bundled_default_denies_force_push_and_allows_ls(default_gateway):
     """Issue acceptance: `ahp-gateway serve` with the bundled default, driven by the SDK harness."""
-    from tests.sdk_peers import harness, registration, settled
-    from tests.sdk_peers import tool_before as sdk_tool_before
+    from tests.support.sdk_peers import harness, registration, settled
+    from tests.support.sdk_peers import tool_before as sdk_tool_before
 
     reg = registration([("org.example.gateway", default_gateway, "fail-closed", 3000)])
     async with harness(reg) as hooks:

@@ -22,7 +22,9 @@ import yaml
 
 from gateway.observability.capture import FORMAT, Capture
 from gateway.server.app import GatewayServer
-from tests.conftest import Stub, intercept, result, tool_before, wait_for
+from tests.support.client import wait_for
+from tests.support.events import intercept, result, tool_before
+from tests.support.servers import Stub
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = """\

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import gateway_config, hook, intercept, post, result, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
 from tests.test_telemetry_capture import Capture
 
 
@@ -68,7 +70,7 @@ async def test_nul_cannot_hide_a_command_from_routing(gateway_factory, stub_fact
 
 
 async def test_routing_is_evaluated_for_observations_too(gateway_factory, stub_factory, http):
-    from tests.conftest import wait_for
+    from tests.support.client import wait_for
 
     audit = await stub_factory()
     entry = {

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.protocol import schemas
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, HARNESS, VECTORS, intercept, tool_before
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, HARNESS, intercept, tool_before
+from tests.support.paths import VECTORS
 
 S = schemas.load()
 FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft" / "http"

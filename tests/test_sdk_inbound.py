@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gateway_config, hook, result
-from tests.sdk_peers import harness, registration, settled, tool_before
+from tests.support.config import gateway_config, hook
+from tests.support.events import result
+from tests.support.sdk_peers import harness, registration, settled, tool_before
 from tests.test_inbound_auth import TOKEN_A, tokens_file
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gateway_config
-from tests.sdk_peers import SdkBackend, harness, registration, serve_backends, settled, tool_before
+from tests.support.config import gateway_config
+from tests.support.sdk_peers import SdkBackend, harness, registration, serve_backends, settled, tool_before
 
 
 def _deny_marker(ctx: Any) -> tuple[dict[str, Any], ...]:
@@ -92,7 +92,7 @@ async def test_deny_from_first_backend_skips_the_rest_and_observers_get_the_sett
         async with harness(reg) as hooks:
             out = settled(await tool_before(hooks, "git push --force"))
             assert out["permission"] == "deny"
-        from tests.conftest import wait_for
+        from tests.support.client import wait_for
 
         await wait_for(lambda: len(second.observations) == 2)
         await server.gateway.drain(2)  # every delivery finished, not just dequeued

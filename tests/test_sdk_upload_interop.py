@@ -17,7 +17,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.conftest import gateway_config, intercept, wait_for
+from tests.support.client import wait_for
+from tests.support.config import gateway_config
+from tests.support.events import intercept
 from tests.test_inbound_auth import TOKEN_A, tokens_file
 from tests.test_uploads import PNG, model_request, upload_hook
 

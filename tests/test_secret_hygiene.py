@@ -19,7 +19,9 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from tests.conftest import ROOT, gateway_config, intercept, tool_before
+from tests.support.config import gateway_config
+from tests.support.events import intercept, tool_before
+from tests.support.paths import ROOT
 from tests.test_inbound_auth import TOKEN_A, tokens_file
 from tests.test_uploads import PNG, model_request, upload_hook
 from tests.test_uploads import receiver_factory as receiver_factory  # the fixture

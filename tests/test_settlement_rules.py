@@ -18,7 +18,9 @@ from gateway.settle.accept import Expectation, accept, apply_modifications, json
 from gateway.settle.chain import ChainState
 from gateway.settle.collapse import collapse, synthetic_deny
 from gateway.settle.outcome import Accepted, Failure, FailureClass, Reply
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, gateway_config, hook, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
 from tests.test_chain import tool_after
 
 SCHEMAS = schemas.load()

@@ -18,8 +18,11 @@ import pytest
 import yaml
 
 from gateway.server.limits import FD_RESERVE, clamp_main_cap
-from tests.conftest import ROOT, gateway_config, hook, intercept, tool_before, wait_for
-from tests.fault_tools import close, healthz, metric, raw_request, read_response, read_until_closed, status_of
+from tests.support.client import wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, tool_before
+from tests.support.fault_tools import close, healthz, metric, raw_request, read_response, read_until_closed, status_of
+from tests.support.paths import ROOT
 
 HEADER_TIMEOUT_MS = 400
 

@@ -6,7 +6,10 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, gateway_config, intercept, post, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config
+from tests.support.events import intercept, tool_before
+from tests.support.paths import ROOT
 
 
 def stdio_hook(mode: str, lifecycle: str, policy: str = "fail-closed", timeout: int = 5000) -> dict:
@@ -15,7 +18,7 @@ def stdio_hook(mode: str, lifecycle: str, policy: str = "fail-closed", timeout: 
         "transport": {
             "type": "stdio",
             "command": sys.executable,
-            "args": ["-m", "tests.stdio_backend", mode],
+            "args": ["-m", "tests.support.stdio_backend", mode],
             "lifecycle": lifecycle,
             "cwd": str(ROOT),
         },

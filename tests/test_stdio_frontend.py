@@ -19,18 +19,10 @@ import yaml
 
 from gateway.server.ndjson import Answer, Forward, Framer, Line, LineSplitter, Skip, scan
 from gateway.server.stdio import serve_lines
-from tests.conftest import (
-    HARNESS,
-    ROOT,
-    VECTORS,
-    gateway_config,
-    hook,
-    intercept,
-    result,
-    stdio_argv,
-    tool_before,
-    wait_for,
-)
+from tests.support.client import wait_for
+from tests.support.config import gateway_config, hook, stdio_argv
+from tests.support.events import HARNESS, intercept, result, tool_before
+from tests.support.paths import ROOT, VECTORS
 
 DRAFT_STDIO = VECTORS / "ahp-spec" / "fixtures" / "draft" / "stdio"
 LIMIT = 4096
@@ -255,7 +247,7 @@ def scripted(hook_id: str, mode: str, arg: str = "", *, lifecycle: str = "persis
         "transport": {
             "type": "stdio",
             "command": sys.executable,
-            "args": ["-m", "tests.stdio_scripted", mode, *([arg] if arg else [])],
+            "args": ["-m", "tests.support.stdio_scripted", mode, *([arg] if arg else [])],
             "lifecycle": lifecycle,
             "cwd": str(ROOT),
             **extra,
@@ -443,7 +435,7 @@ def sdk_backend(lifecycle: str) -> dict[str, Any]:
         "transport": {
             "type": "stdio",
             "command": sys.executable,
-            "args": ["-m", "tests.stdio_backend", "sdk"],
+            "args": ["-m", "tests.support.stdio_backend", "sdk"],
             "lifecycle": lifecycle,
             "cwd": str(ROOT),
         },
@@ -467,8 +459,8 @@ async def test_sdk_harness_drives_ahp_gateway_stdio(tmp_path, stub_factory, fron
     per_event upstream. A deny from it reaches the harness; a harmless call is not denied; the
     settled observations reach an upstream observer. The SDK's per_event transport keeps stdin
     open after a notification, so the per_event registration passes ``--per-event``."""
-    from tests.sdk_peers import harness
-    from tests.sdk_peers import tool_before as sdk_tool_before
+    from tests.support.sdk_peers import harness
+    from tests.support.sdk_peers import tool_before as sdk_tool_before
 
     watcher = await stub_factory()
     observer = hook("org.example.watch", watcher.url)

@@ -25,7 +25,9 @@ import pytest
 import yaml
 
 from gateway.server.ndjson import Answer, Forward, Framer, Line
-from tests.conftest import ROOT, gateway_config, hook, intercept, stdio_argv, tool_before
+from tests.support.config import gateway_config, hook, stdio_argv
+from tests.support.events import intercept, tool_before
+from tests.support.paths import ROOT
 
 LIMIT = 65_536
 """``limits.maxBodyBytes`` of every gateway here: the longest stdin line."""

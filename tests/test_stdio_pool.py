@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 from gateway.upstream.stdio import RESTART_MAX_SECONDS, StderrBudget, restart_delay
-from tests.conftest import ROOT, gateway_config, intercept, post, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config
+from tests.support.events import intercept, tool_before
+from tests.support.paths import ROOT
 
 SYNTHETIC = "org.example.gateway.upstream_unavailable"
 
@@ -32,7 +35,7 @@ def scripted(
     transport: dict[str, Any] = {
         "type": "stdio",
         "command": sys.executable,
-        "args": ["-m", "tests.stdio_scripted", mode, *([arg] if arg else [])],
+        "args": ["-m", "tests.support.stdio_scripted", mode, *([arg] if arg else [])],
         "lifecycle": lifecycle,
         "cwd": str(ROOT),
     }
@@ -225,7 +228,7 @@ async def test_sdk_stdio_backend_in_a_pool(gateway_factory, http):
         "transport": {
             "type": "stdio",
             "command": sys.executable,
-            "args": ["-m", "tests.stdio_backend", "sdk"],
+            "args": ["-m", "tests.support.stdio_backend", "sdk"],
             "lifecycle": "persistent",
             "cwd": str(ROOT),
             "pool": {"size": 3},

@@ -29,7 +29,7 @@ from gateway.native import flow
 from gateway.policy.facts import for_event, with_facts
 from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import Engine
-from tests.native_payloads import codex, cursor, gemini, windsurf
+from tests.support.native_payloads import codex, cursor, gemini, windsurf
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = Engine()

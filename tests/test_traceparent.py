@@ -10,7 +10,8 @@ import pytest
 from gateway.observability import tracing
 from gateway.observability.tracing import TRACE_EXTENSION, child_headers, from_request, parse_traceparent
 from gateway.upstream.h1 import header_block
-from tests.conftest import gateway_config, hook, intercept, result, tool_before
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"

@@ -18,7 +18,9 @@ from aiohttp import web
 
 from gateway.config.models import UploadStorage
 from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
-from tests.conftest import HARNESS, _start, gateway_config, intercept
+from tests.support.config import gateway_config
+from tests.support.events import HARNESS, intercept
+from tests.support.servers import start_app
 from tests.test_inbound_auth import TOKEN_A, TOKEN_B, metric, raw_exchange, tokens_file
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
@@ -97,7 +99,7 @@ async def receiver_factory():
         receiver = Receiver(token)
         app = web.Application()
         app.router.add_post("/content", receiver.handle)
-        runner, port = await _start(app)
+        runner, port = await start_app(app)
         runners.append(runner)
         receiver.url = f"http://127.0.0.1:{port}/content?tenant=a"
         return receiver

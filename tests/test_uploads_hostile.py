@@ -25,7 +25,8 @@ import yaml
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.conftest import gateway_config, intercept
+from tests.support.config import gateway_config
+from tests.support.events import intercept
 from tests.test_inbound_auth import TOKEN_A, TOKEN_B, tokens_file
 from tests.test_uploads import PNG, image_part, model_request, upload_hook
 

@@ -15,7 +15,9 @@ import pytest
 import trustme
 from aiohttp import web
 
-from tests.conftest import gateway_config, hook, intercept, post, result, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
 
 
 @pytest.fixture

@@ -15,7 +15,10 @@ import pytest
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
 from gateway.protocol import schemas, v01
-from tests.conftest import ROOT, VECTORS, gateway_config, hook, intercept, post, result, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config, hook
+from tests.support.events import intercept, result, tool_before
+from tests.support.paths import ROOT, VECTORS
 from tests.test_stdio_frontend import run_stdio, write_config
 
 FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "0.1.0-draft.1"
@@ -371,7 +374,7 @@ async def test_0_1_harness_in_front_of_a_0_1_and_a_draft_backend(
 ):
     """A deny from either backend of the chain (0.1 first, then a draft SDK backend) reaches the
     0.1 harness as a 0.1 deny; the chain stops at the first deny."""
-    from tests.sdk_peers import SdkBackend, serve_backends
+    from tests.support.sdk_peers import SdkBackend, serve_backends
 
     old = await stub_factory(v01_backend_answer([{"type": "deny", "reason": "old"}] if old_says == "no" else []))
     new = SdkBackend(lambda ctx: ({"type": "deny", "reason": "new"},) if new_says == "no" else ())
@@ -499,7 +502,7 @@ async def test_0_1_stdio_fixtures_through_ahp_gateway_stdio(tmp_path):
         "transport": {
             "type": "stdio",
             "command": sys.executable,
-            "args": ["-m", "tests.stdio_scripted", "fixture", str(stdio_dir)],
+            "args": ["-m", "tests.support.stdio_scripted", "fixture", str(stdio_dir)],
             "lifecycle": "persistent",
             "cwd": str(ROOT),
         },

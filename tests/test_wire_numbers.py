@@ -12,7 +12,10 @@ import pytest
 from aiohttp import web
 
 from gateway.protocol import wire
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, _start, gateway_config, hook, intercept, post, tool_before
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, tool_before
+from tests.support.servers import start_app
 
 LONG_INT = "1234567890" * 3
 HUGE_INT = "9" * 400
@@ -104,7 +107,7 @@ async def _raw_upstream(answer: dict[str, Any] | None = None) -> tuple[web.AppRu
 
     app = web.Application()
     app.router.add_post("/", handle)
-    runner, port = await _start(app)
+    runner, port = await start_app(app)
     return runner, f"http://127.0.0.1:{port}/", bodies
 
 
@@ -190,7 +193,7 @@ async def test_local_rules_compare_huge_numbers_as_doubles(gateway_factory, http
 async def test_the_sdk_backend_receives_the_exact_numbers(gateway_factory, http) -> None:
     """The official SDK backend reads numbers with the standard library: it must see the very
     integer the harness sent, and the double nearest to a float no double can hold exactly."""
-    from tests.sdk_peers import SdkBackend, serve_backends
+    from tests.support.sdk_peers import SdkBackend, serve_backends
 
     backend = SdkBackend(lambda ctx: ())
     async with serve_backends([backend]) as (url,):

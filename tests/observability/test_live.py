@@ -36,7 +36,6 @@ from aiohttp import web
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, gateway_config, hook, intercept, post, result, tool_before
 from tests.observability.conftest import (
     ALERTS,
     NOT_FROM_THE_GATEWAY,
@@ -54,6 +53,9 @@ from tests.observability.conftest import (
     substitute,
     variable_selectors,
 )
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 

@@ -1,4 +1,4 @@
-"""An SDK backend served over stdio (``python -m tests.stdio_backend [mode]``), used as a real
+"""An SDK backend served over stdio (``python -m tests.support.stdio_backend [mode]``), used as a real
 stdio upstream. Modes: ``sdk`` (deny on --force), ``garbage`` (prints a non-JSON line),
 ``exit3`` (answers then exits 3), ``hang`` (never answers)."""
 

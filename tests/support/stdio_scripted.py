@@ -1,4 +1,4 @@
-"""A scripted stdio backend (``python -m tests.stdio_scripted MODE [ARG]``), one request per line.
+"""A scripted stdio backend (``python -m tests.support.stdio_scripted MODE [ARG]``), one request per line.
 
 Modes (the answer echoes the request's protocolVersion):
 - ``fixture DIR``: answers with the first line of ``DIR/<tool input command>`` verbatim (golden

@@ -1,0 +1,29 @@
+"""The tests' own layout (see README, Development): helpers come from tests/support/, never conftest."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _test_files() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("test_*.py") if "support" not in p.relative_to(TESTS).parts)
+
+
+def _imports_conftest(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1] == "conftest":
+            return True
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "conftest" for alias in node.names):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[-1] == "conftest" for a in node.names):
+            return True
+    return False
+
+
+def test_no_test_file_imports_a_conftest() -> None:
+    """conftest.py holds fixtures and hooks; what a test imports lives in tests/support/."""
+    offenders = [str(p.relative_to(TESTS)) for p in _test_files() if _imports_conftest(p)]
+    assert offenders == []
