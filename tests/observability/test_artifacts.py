@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gateway.observability.metrics import SPECS, Metrics
-from tests.observability.conftest import (
+from tests.support.grafana import (
     ALERTS,
     ALERTS_TEST,
     DASHBOARD,

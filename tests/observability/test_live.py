@@ -36,7 +36,10 @@ from aiohttp import web
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.observability.conftest import (
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
+from tests.support.grafana import (
     ALERTS,
     NOT_FROM_THE_GATEWAY,
     PROCESS_METRICS,
@@ -53,9 +56,6 @@ from tests.observability.conftest import (
     substitute,
     variable_selectors,
 )
-from tests.support.client import post
-from tests.support.config import gateway_config, hook
-from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 

@@ -73,21 +73,6 @@ def require_binary(name: str, what: str) -> str:
     return path
 
 
-@pytest.fixture(scope="session")
-def promtool() -> str:
-    return require_binary("promtool", "promtool")
-
-
-@pytest.fixture(scope="session")
-def prometheus_bin() -> str:
-    return require_binary("prometheus", "the prometheus server")
-
-
-@pytest.fixture(scope="session")
-def promql() -> Any:
-    return require_module("promql_parser", "promql-parser==0.12.0")
-
-
 # ------------------------------------------------------------------------------------------------
 # Artefacts
 
