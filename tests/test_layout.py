@@ -27,3 +27,22 @@ def test_no_test_file_imports_a_conftest() -> None:
     """conftest.py holds fixtures and hooks; what a test imports lives in tests/support/."""
     offenders = [str(p.relative_to(TESTS)) for p in _test_files() if _imports_conftest(p)]
     assert offenders == []
+
+
+AREAS = {"unit", "binding", "e2e", "hostile", "bench", "deploy", "observability", "harnesses"}
+"""Where a test file may live (README, Development); tests/test_layout.py is the one file at the top."""
+
+
+def test_every_test_file_sits_in_an_agreed_directory() -> None:
+    misplaced = [
+        str(p.relative_to(TESTS))
+        for p in _test_files()
+        if p.relative_to(TESTS).parts[0] not in AREAS and p.relative_to(TESTS) != Path("test_layout.py")
+    ]
+    assert misplaced == []
+
+
+def test_every_test_directory_is_a_package() -> None:
+    """Test modules are imported by their dotted path, so two files of one name cannot collide."""
+    dirs = {p.parent for p in _test_files() if p.relative_to(TESTS).parts[0] != "harnesses"}
+    assert [str(d.relative_to(TESTS)) for d in sorted(dirs) if not (d / "__init__.py").exists()] == []

@@ -5,10 +5,10 @@ and shown in every repetition, and a target one repetition missed is not reporte
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

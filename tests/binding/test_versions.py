@@ -15,11 +15,11 @@ import pytest
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
 from gateway.protocol import schemas, v01
+from tests.binding.test_stdio_frontend import run_stdio, write_config
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, result, tool_before
 from tests.support.paths import ROOT, VECTORS
-from tests.test_stdio_frontend import run_stdio, write_config
 
 FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "0.1.0-draft.1"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())["cases"]

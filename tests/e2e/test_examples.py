@@ -17,8 +17,8 @@ from gateway.check_cmd import check, load_and_build
 from gateway.explain import explain, request_from
 from gateway.protocol import schemas
 from gateway.runtime import RuntimeConfig
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 CONFIGS = sorted(EXAMPLES.glob("*/gateway.yaml"))
 EVENTS = sorted((EXAMPLES / "events").glob("*.json"))

@@ -136,7 +136,7 @@ async def test_gateway_down_denies_by_default_and_allows_on_request() -> None:
 @pytest.mark.spec("AHP-FAIL-001")
 @pytest.mark.parametrize("harness", HARNESSES)
 async def test_gateway_down_and_slow_give_the_exact_native_denial(harness: str) -> None:
-    from tests.test_native_answers import FAIL_DENY, SYNTHETIC
+    from tests.unit.native.test_native_answers import FAIL_DENY, SYNTHETIC
 
     key, code, stdout = FAIL_DENY[harness]
     payload, event = shell_payload(harness, "ls -la")

@@ -24,9 +24,9 @@ from gateway.observability.capture import FORMAT, Capture
 from gateway.server.app import GatewayServer
 from tests.support.client import wait_for
 from tests.support.events import intercept, result, tool_before
+from tests.support.paths import ROOT
 from tests.support.servers import Stub
 
-ROOT = Path(__file__).resolve().parents[1]
 POLICY = """\
 namespace: org.example.shell
 rules:

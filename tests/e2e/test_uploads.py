@@ -18,10 +18,10 @@ from aiohttp import web
 
 from gateway.config.models import UploadStorage
 from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
+from tests.e2e.test_inbound_auth import TOKEN_A, TOKEN_B, metric, raw_exchange, tokens_file
 from tests.support.config import gateway_config
 from tests.support.events import HARNESS, intercept
 from tests.support.servers import start_app
-from tests.test_inbound_auth import TOKEN_A, TOKEN_B, metric, raw_exchange, tokens_file
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 UPLOAD_TOKEN = "upload-token-for-a-51d0"

@@ -21,9 +21,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.server.workers import CRASH_LOOP_EXIT, RestartPolicy
+from tests.e2e.test_lifecycle import _free_port, _wait_ready
 from tests.support.config import gateway_config, hook
 from tests.support.paths import ROOT
-from tests.test_lifecycle import _free_port, _wait_ready
 
 SUPERVISOR = (
     "import logging, sys\n"

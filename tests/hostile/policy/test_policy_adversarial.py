@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +16,8 @@ from gateway.policy.cases import complete_event, default_capabilities
 from gateway.policy.facts import with_facts
 from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import Engine
+from tests.support.paths import ROOT as REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SESSION = {"id": "s1", "cwd": "/home/ana/payments", "workspaceRoots": ["/home/ana/payments"]}
 ENGINE = Engine()
 LIBRARY: Library = load_policies([REPO / "policies"], ENGINE)

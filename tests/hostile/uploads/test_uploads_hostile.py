@@ -25,10 +25,10 @@ import yaml
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
+from tests.e2e.test_inbound_auth import TOKEN_A, TOKEN_B, tokens_file
+from tests.e2e.test_uploads import PNG, image_part, model_request, upload_hook
 from tests.support.config import gateway_config
 from tests.support.events import intercept
-from tests.test_inbound_auth import TOKEN_A, TOKEN_B, tokens_file
-from tests.test_uploads import PNG, image_part, model_request, upload_hook
 
 UPLOAD_TOKEN = "hostile-upload-token-5e1d"
 EVENT_TOKEN = "hostile-event-token-93ab"

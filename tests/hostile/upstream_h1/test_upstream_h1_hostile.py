@@ -31,11 +31,11 @@ from typing import Any
 import pytest
 
 from gateway.upstream.h1 import AnswerTooLarge, H1Client, ProtocolError, Target
+from tests.binding.test_upstream_h1 import Scripted, ok, read_request
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, tool_before
 from tests.support.fault_tools import sample, scrape
-from tests.test_upstream_h1 import Scripted, ok, read_request
 
 GATEWAY = "org.example.gateway"
 HOOK = "org.example.hostile"

@@ -1,7 +1,7 @@
 """Snapshots of CLI output: the exact text and JSON operators and CI scripts read. Each command runs
 for real in a copy of tests/fixtures/cli; the snapshot holds the exit code, stdout and stderr.
 
-Regenerate after an intended change with ``UPDATE_SNAPSHOTS=1 pytest tests/test_cli_snapshots.py``
+Regenerate after an intended change with ``UPDATE_SNAPSHOTS=1 pytest tests/unit/cli/test_cli_snapshots.py``
 and review the diff. Snapshots must not contain machine paths or secrets: the fixture's upstream
 token is set in the environment and must never appear."""
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 FIXTURE = ROOT / "tests" / "fixtures" / "cli"
 SNAPSHOTS = ROOT / "tests" / "snapshots"
 SECRET = "audit-token-value-never-shown"

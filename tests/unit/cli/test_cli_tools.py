@@ -26,8 +26,8 @@ import yaml
 from gateway import schema_cmd
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "cli"
 CHART_SCHEMA = ROOT / "charts" / "ahp-gateway" / "values.schema.json"
 

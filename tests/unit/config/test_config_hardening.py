@@ -16,7 +16,7 @@ from gateway.runtime import build
 from tests.support.client import post
 from tests.support.config import hook
 from tests.support.events import intercept, tool_before
-from tests.test_config import BASE, _write
+from tests.unit.config.test_config import BASE, _write
 
 UPSTREAM = "http://127.0.0.1:8801/"
 SUB = "{mode: intercept, events: [tool.before], timeoutMs: 300, failurePolicy: fail-closed, content: {default: body}}"

@@ -9,7 +9,6 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -18,8 +17,9 @@ import pytest
 from gateway.native import ahp, client, flow
 from gateway.native.model import NativeAnswer, Translation
 from tests.support.native_payloads import ALL, event_of
+from tests.support.paths import ROOT
 
-CODEX_SCHEMAS = Path(__file__).parent / "data" / "codex"
+CODEX_SCHEMAS = ROOT / "tests" / "data" / "codex"
 SYNTHETIC = ahp.synthetic_denial("x").reason
 R = "Force-pushing to main is not allowed."
 DENY = {"type": "deny", "reason": R}

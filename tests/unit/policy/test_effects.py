@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,8 @@ from gateway.policy.facts import for_event, programs, with_facts
 from gateway.policy.facts.programs import TableError, load
 from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import Engine
+from tests.support.paths import ROOT as REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SESSION = {"id": "s1", "cwd": "/home/ana/app", "workspaceRoots": ["/home/ana/app"]}
 ENGINE = Engine()
 LIBRARY: Library = load_policies([REPO / "policies"], ENGINE)

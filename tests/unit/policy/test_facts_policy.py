@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 from gateway.policy.cases import run
 from gateway.policy.facts import references_facts, with_facts
 from gateway.policy.library import load_policies
 from gateway.routing.cel import Engine
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT as REPO
 
 PLAIN = """
 namespace: org.example.plain

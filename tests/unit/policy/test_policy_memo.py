@@ -24,9 +24,10 @@ from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import VARIABLES, Activation, Engine
 from gateway.routing.context import DERIVED
 from gateway.routing.reads import paths_read
+from tests.support.paths import ROOT
 
 ENGINE = Engine()
-POLICIES = Path(__file__).resolve().parents[1] / "policies"
+POLICIES = ROOT / "policies"
 CAPS = {"effects": ["deny", "ask", "message"]}
 
 

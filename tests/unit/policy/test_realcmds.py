@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,8 +28,8 @@ from gateway.config.load import load
 from gateway.pipeline.gateway import Gateway
 from gateway.runtime import RuntimeHolder, build
 from gateway.upstream.http import ClientPool
+from tests.support.paths import ROOT as REPO
 
-REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "realcmds"
 DEFAULT_ROOT = "/home/dev/proj"
 """Workspace root and cwd of every case without a ``session`` of its own (SOURCES.md)."""

@@ -20,7 +20,6 @@ import base64
 import copy
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +29,8 @@ from gateway.policy.facts import for_event, with_facts
 from gateway.policy.library import Library, load_policies
 from gateway.routing.cel import Engine
 from tests.support.native_payloads import codex, cursor, gemini, windsurf
+from tests.support.paths import ROOT as REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ENGINE = Engine()
 LIBRARY: Library = load_policies([REPO / "policies"], ENGINE)
 CWD = "/home/ana/payments"

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from gateway.policy.library import load_policies
 from gateway.routing.cel import VARIABLES, Engine, EvalError
 from gateway.routing.regex_guard import cel_string, guard_matches, required_literal, string_value
+from tests.support.paths import ROOT
 
 ENGINE = Engine()
 RAW = cel.NewEnv(variables=VARIABLES)  # the same engine without pre-tests, as the reference
@@ -210,7 +211,7 @@ def test_exists_rules_run_alone_next_to_bind_rules(tmp_path):
 
 
 def test_shipped_library_batches_and_guards_its_rules():
-    library = load_policies([Path(__file__).parent.parent / "policies"], ENGINE)
+    library = load_policies([ROOT / "policies"], ENGINE)
     slots = library.batches["tool.before"].slots
     assert sum(s >= 0 for s in slots) >= len(slots) - 1
     assert any(r.program.compiled != r.program.source for r in library.rules)
