@@ -46,3 +46,12 @@ def test_every_test_directory_is_a_package() -> None:
     """Test modules are imported by their dotted path, so two files of one name cannot collide."""
     dirs = {p.parent for p in _test_files() if p.relative_to(TESTS).parts[0] != "harnesses"}
     assert [str(d.relative_to(TESTS)) for d in sorted(dirs) if not (d / "__init__.py").exists()] == []
+
+
+MAX_LINES = 800
+
+
+def test_no_test_file_is_over_800_lines() -> None:
+    """A longer file is split by topic into files in the same directory, sharing a local helpers.py."""
+    long = {str(p.relative_to(TESTS)): n for p in _test_files() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
