@@ -223,6 +223,7 @@ async def test_pipelining_cannot_make_the_fast_lane_buffer_without_bound(gateway
     send = asyncio.ensure_future(_send_all(writer, flood))
     try:
         await wait_for(lambda: len(stub.received) == 1)
+        # private: GatewayServer and the fast lane (server/app.py, server/fastlane.py) expose no view of their connections
         lane = server._lane
         assert lane is not None
         [connection] = list(lane.connections)
@@ -282,6 +283,7 @@ async def test_a_handed_off_connection_is_not_the_fast_lanes_any_more(gateway_fa
     try:
         writer.write(CASES["GET"])
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        # private: GatewayServer and the fast lane (server/app.py, server/fastlane.py) expose no view of their connections
         lane = fast._lane
         assert lane is not None
         assert not any(isinstance(c, FastLane) and c._handler is None for c in lane.connections)
@@ -330,6 +332,7 @@ async def test_a_body_still_on_its_way_is_authenticated_from_the_head_section_12
     try:
         writer.write(authorized[:cut])
         await writer.drain()
+        # private: the fast lane keeps a connection's authentication to itself; the test waits until it is set
         await wait_for(lambda: bool(fast._lane and any(c._auth is not None for c in fast._lane.connections)))
         assert len(stub.received) == 1  # the authenticated request above, and not this one yet
         writer.write(authorized[cut:])

@@ -80,7 +80,7 @@ class ThreadedGateway:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = self.runner.addresses[0][1]
         entry = hook("org.example.up", f"http://127.0.0.1:{port}/", events=["*"])
         cfg = gateway_config(
             [entry],

@@ -50,7 +50,7 @@ async def https_upstream(cas):
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     yield f"https://127.0.0.1:{port}/", received
     await runner.cleanup()
 

@@ -192,6 +192,7 @@ async def test_tokens_file_rotation_applies_without_restart(bearer_gateway, http
     (tmp_path / "tokens.yaml").write_text("- {sha256: NOT-HEX, principal: {name: x}}\n")
     assert gw.guard is not None and gw.guard.gate.bearer is not None
     table = gw.guard.gate.bearer.table
+    # private: the token table re-reads its file on a timer; the test makes the next check due now
     table._checked = -1e18  # the next request re-reads the file now
     assert await status_for(rotated) == 200, "a broken file keeps the last good table"
     assert table._stamp is None, "the broken file was read and rejected"

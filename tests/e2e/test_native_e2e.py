@@ -510,6 +510,7 @@ def test_the_metrics_label_set_is_exactly_the_harness_list() -> None:
 
 
 def test_option_parsing_forms_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    # private: the hook command's argument parser (stdlib only, no public parser object) is tested directly
     from gateway.native.command import _HOOK_OPTIONS, _parse, _Usage
 
     ns = _parse(["--url=http://h/", "cursor", "--event", "preToolUse", "--timeout-ms", "250"], _HOOK_OPTIONS)
@@ -566,7 +567,7 @@ async def test_https_gateway_is_verified_against_the_trust_store(tmp_path: Path)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/"  # type: ignore[union-attr]
+    url = f"https://127.0.0.1:{runner.addresses[0][1]}/"
     payload = json.dumps(shell_payload("claude-code", "ls")[0]).encode()
     try:
         rc, out, err = await hook("claude-code", "--url", url, stdin=payload, env={"SSL_CERT_FILE": str(ca_file)})

@@ -53,7 +53,7 @@ async def token_server(tmp_path):
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    state["issuer"] = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    state["issuer"] = f"https://127.0.0.1:{runner.addresses[0][1]}"
     state["ca_file"] = str(ca_file)
     yield state
     await runner.cleanup()

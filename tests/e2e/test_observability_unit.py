@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+# private helpers: the decision log's timestamp and line writer are tested directly, below the sink
 from gateway.observability.decisions import _timestamp, _write_lines
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook

@@ -65,7 +65,7 @@ async def observer_factory() -> AsyncIterator[Callable[[int, int], Awaitable[Obs
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         runners.append(runner)
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = runner.addresses[0][1]
         state.url = f"http://127.0.0.1:{port}/"
         return state
 

@@ -108,7 +108,7 @@ async def resource(auth_server: LoopbackAuthServer, tmp_path: Path) -> Any:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    res.base = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    res.base = f"https://127.0.0.1:{runner.addresses[0][1]}"
     res.url = res.base + "/ahp"
     res.ca_file = str(ca_file)
     res.runner = runner

@@ -300,6 +300,7 @@ def test_capture_rotates_at_its_size_bound_and_keeps_a_fixed_number_of_files(tmp
 
 def test_capture_drops_instead_of_growing_when_the_writer_falls_behind(tmp_path: Path) -> None:
     capture = Capture(tmp_path / "c.jsonl", queue_size=1)
+    # private: the test fills the writer's queue to see the capture drop instead of growing
     capture._queue.put_nowait(("blocked", {}, b"", None))  # occupy the only slot before the writer takes it
     body = json.dumps(intercept(tool_before("ls"))).encode()
     for _ in range(50):

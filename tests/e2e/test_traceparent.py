@@ -157,6 +157,7 @@ def test_a_forked_worker_does_not_repeat_its_parents_ids() -> None:
     """Workers are forked: a pool inherited from the parent would hand out the parent's ids."""
     import os
 
+    # private: the id pool is module state with no public handle; the test checks a fork resets it
     tracing._ids.take(16)  # the parent holds a pool
     read, write = os.pipe()
     pid = os.fork()

@@ -353,7 +353,7 @@ async def live(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str, pr
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    upstreams.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    upstreams.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     config_path = workdir / "gateway.yaml"
     config_path.write_text(yaml.safe_dump(config(upstreams.url), sort_keys=False))

@@ -239,7 +239,7 @@ async def start_auth_server(tmp_path: Path) -> LoopbackAuthServer:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    state.issuer = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    state.issuer = f"https://127.0.0.1:{runner.addresses[0][1]}"
     state.runner = runner
     state.rotate("key-1")
     return state

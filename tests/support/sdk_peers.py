@@ -66,7 +66,7 @@ async def serve_backends(backends: list[SdkBackend]) -> AsyncIterator[list[str]]
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         runners.append(runner)
-        urls.append(f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/")  # type: ignore[union-attr]
+        urls.append(f"http://127.0.0.1:{runner.addresses[0][1]}/")
     try:
         yield urls
     finally:
@@ -151,6 +151,7 @@ async def harness(reg: dict[str, Any], *, full: bool = True, read_timeout: float
             yield hooks
     finally:
         if transport is not None:
+            # private, of the SDK: its stdio transport has no public close for the process it started
             await transport._ready().aclose()
 
 

@@ -32,6 +32,5 @@ async def start_app(app: web.Application) -> tuple[web.AppRunner, int]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    # aiohttp's TCPSite has no public accessor for the bound port of port 0
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     return runner, port

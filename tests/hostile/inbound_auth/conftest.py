@@ -35,7 +35,7 @@ async def hostile(tmp_path: Path) -> Any:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    state.url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    state.url = f"https://127.0.0.1:{runner.addresses[0][1]}"
     yield state
     state.stop.set()
     await runner.cleanup()

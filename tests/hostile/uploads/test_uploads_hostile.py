@@ -153,6 +153,7 @@ async def test_an_expired_spooled_upload_is_removed_by_the_next_upload_and_is_a_
     status, receipt = await raw_upload(gw, data)
     assert status == 201 and len(spool_files(tmp_path / "spool")) == 1
     await settle_metrics(gw, {SPOOL: len(data)})
+    # private: the store's public get() checks the owner and drops expired uploads; the test needs the raw entry
     expires = store_of(gw)._items[receipt["ref"]].expires
     loop = asyncio.get_running_loop()
     await until(lambda: loop.time() > expires + 0.05, what="ttl elapsed")
@@ -231,6 +232,7 @@ async def test_a_body_longer_than_content_length_stores_exactly_the_declared_byt
         assert await conn.closed_by_peer()
     finally:
         conn.close()
+    # private: the store's public get() checks the owner; the test reads the stored entry whatever its owner
     stored = store_of(gw)._items[ref]
     assert stored.size == 1000 and stored.sha256 == sha(data) and store_of(gw).read(stored) == data
     assert len(store_of(gw)) == 1
@@ -250,6 +252,7 @@ async def test_trailing_bytes_in_the_same_segment_refuse_the_upload_and_keep_not
     finally:
         conn.close()
     store = store_of(gw)
+    # private: the store lists no entries publicly; the test checks every one it kept
     assert all(s.size == 1000 and store.read(s) == data for s in store._items.values())
     await until(lambda: reserved(gw) == 0, what="released")
     seen = await scrape(gw)

@@ -249,6 +249,7 @@ def test_glob_candidates_cover_what_bash_expands(tmp_path, pattern):
     directory is a credential directory; elsewhere every directory name, and every file name
     when the glob names one (it starts with a dot or keeps two literal characters: ``id_*``, not
     ``*``)."""
+    # private: _names_a_file is the rule under test; it has no public wrapper
     from gateway.policy.facts.paths import DIRECTORIES, VOCABULARY, _names_a_file, glob_candidates
 
     for name in VOCABULARY:
@@ -401,6 +402,7 @@ def test_git_bash_spelling_is_a_drive_only_in_a_windows_session():
 def test_normalized_paths_are_cached_for_short_inputs_only():
     """The cache of :func:`paths.normalize` (a pure function) stays bounded: an input longer
     than ``_CACHED_INPUT`` is normalized afresh and never kept, whatever an event sends."""
+    # private: the test bounds the cache behind paths.normalize itself
     paths._normalize_cached.cache_clear()
     assert paths.normalize("a/../b", "/w") == "/w/b" == paths.normalize("a/../b", "/w")
     assert paths.normalize("~/x", "/w", "/home/ana") == "/home/ana/x"
@@ -473,6 +475,7 @@ def test_parse_cache_is_bounded_and_skips_long_commands() -> None:
 
     for i in range(shell.CACHE_ENTRIES + 50):
         shell.parse_command(f"echo {i}", "/w", "/home/u")
+    # private: the test bounds the parse cache itself
     assert len(shell._cache) <= shell.CACHE_ENTRIES
     long = "echo " + "x" * shell.CACHE_MAX_TEXT
     facts, _ = shell.parse_command(long, "/w", "/home/u")

@@ -32,7 +32,7 @@ CAPS = {"effects": ["deny", "ask", "message"]}
 
 
 def _reads(source: str) -> list[tuple[str, ...]] | None:
-    found = paths_read(ENGINE.compile(source, "t")._expr.serialize(), VARIABLES)
+    found = ENGINE.compile(source, "t").reads()
     return None if found is None else sorted(found)
 
 
@@ -183,6 +183,7 @@ def test_keys_tell_apart_every_difference_in_what_is_read(tmp_path):
         activation = ENGINE.activation(again)
         got = library.evaluate("tool.before", activation, CAPS)
         assert got == first == fresh.evaluate("tool.before", ENGINE.activation(again), CAPS)
+        # private: reading activation.native would build the engine activation this checks was never built
         assert (activation._native is None) == (first.error is None)  # a hit unless it failed
 
 
@@ -198,6 +199,7 @@ def test_an_event_that_agrees_on_what_is_read_is_a_hit(tmp_path):
     activation = ENGINE.activation(second)
     library.evaluate("tool.before", activation, CAPS)
     assert len(memo) == 1
+    # private: reading activation.native would build the engine activation this checks was never built
     assert activation._native is None  # answered without the engine
 
 
@@ -297,6 +299,7 @@ def test_the_memo_is_bounded(tmp_path, monkeypatch):
     assert memo is not None
     for i in range(100):
         library.evaluate("tool.before", ENGINE.activation(_values(_event(c=str(i)))), CAPS)
+        # private: the memo's key bytes and entries are the bound under test; it has no public view of them
         assert len(memo) <= 16 and memo._bytes <= 16 * 100
     assert memo.key("tool.before", _values(_event(c="99"))) in memo._entries  # the most recent stays
     assert memo.key("tool.before", _values(_event(c="0"))) not in memo._entries
