@@ -20,6 +20,7 @@ from gateway.server.app import GatewayServer
 from tests.support.events import result
 from tests.support.oauth_server import LoopbackAuthServer, start_auth_server
 from tests.support.servers import Answer, Stub, start_app
+from tests.support.uploads import UPLOAD_TOKEN, Receiver
 
 
 @pytest.fixture
@@ -90,3 +91,21 @@ async def auth_server(tmp_path: Path) -> AsyncIterator[LoopbackAuthServer]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+async def receiver_factory():
+    runners: list[web.AppRunner] = []
+
+    async def make(token: str | None = UPLOAD_TOKEN) -> Receiver:
+        receiver = Receiver(token)
+        app = web.Application()
+        app.router.add_post("/content", receiver.handle)
+        runner, port = await start_app(app)
+        runners.append(runner)
+        receiver.url = f"http://127.0.0.1:{port}/content?tenant=a"
+        return receiver
+
+    yield make
+    for runner in runners:
+        await runner.cleanup()

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import logging
 import socket
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,25 +24,13 @@ from gateway.config.load import load
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.principal import Refusal
 from gateway.server.app import GatewayServer
-from tests.support.client import wait_for
+from tests.support.client import metric, raw_exchange, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, tool_before
 from tests.support.oauth_server import Client, LoopbackAuthServer
+from tests.support.tokens import TOKEN_A, TOKEN_B, sha, tokens_file
 
-TOKEN_A = "tok-team-a-7f3c9e1b2d"
-TOKEN_B = "tok-team-b-0a9d8c7b6e"
 AUDIENCE = "https://gw.example/"
-
-
-def sha(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def tokens_file(path: Path, *entries: tuple[str, str, dict[str, Any]]) -> Path:
-    path.write_text(
-        yaml.safe_dump([{"sha256": sha(t), "principal": {"name": n, "attributes": a}} for t, n, a in entries])
-    )
-    return path
 
 
 async def send(
@@ -54,14 +40,6 @@ async def send(
     async with http.post(url, data=data, headers={"Content-Type": "application/json", **(headers or {})}, **kw) as r:
         raw = await r.read()
         return r.status, (json.loads(raw) if raw and r.content_type == "application/json" else raw), r.headers
-
-
-def metric(gw: GatewayServer, needle: str) -> float:
-    assert gw.observability is not None
-    for line in gw.observability.metrics.render()[0].decode().splitlines():
-        if line.startswith(needle + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def tenant_routes(a_url: str, b_url: str) -> list[dict[str, Any]]:
@@ -142,19 +120,6 @@ async def test_two_authorization_headers_are_refused(bearer_gateway, http):
     )
     status, _ = await raw_exchange(gw.port, raw.encode())
     assert status == 401 and a.received == []
-
-
-async def raw_exchange(port: int, data: bytes) -> tuple[int, bytes]:
-    """Send ``data`` on a fresh connection and read the status line (bounded by a deadline)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(data)
-        await writer.drain()
-        async with asyncio.timeout(5):
-            head = await reader.readuntil(b"\r\n\r\n")
-        return int(head.split(b" ", 2)[1]), head
-    finally:
-        writer.close()
 
 
 @pytest.mark.spec("AHP-SEC-001")

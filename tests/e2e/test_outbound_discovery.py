@@ -353,7 +353,7 @@ async def test_client_authentication_methods(
 async def test_an_upload_endpoint_without_auth_discovers_its_own_token(
     gateway_factory, resource, auth_server, http, monkeypatch
 ):
-    from tests.e2e.test_uploads import PNG, image_part, model_request
+    from tests.support.uploads import PNG, image_part, model_request
 
     monkeypatch.setenv("DISCOVERY_SECRET", SECRET)
     upload_url = resource.base + "/upload"

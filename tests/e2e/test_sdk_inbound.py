@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_inbound_auth import TOKEN_A, tokens_file
 from tests.support.config import gateway_config, hook
 from tests.support.events import result
 from tests.support.sdk_peers import harness, registration, settled, tool_before
+from tests.support.tokens import TOKEN_A, tokens_file
 
 
 @pytest.mark.spec("AHP-AUTH-001")

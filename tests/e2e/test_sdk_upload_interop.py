@@ -17,11 +17,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.e2e.test_inbound_auth import TOKEN_A, tokens_file
-from tests.e2e.test_uploads import PNG, model_request, upload_hook
 from tests.support.client import wait_for
 from tests.support.config import gateway_config
 from tests.support.events import intercept
+from tests.support.tokens import TOKEN_A, tokens_file
+from tests.support.uploads import PNG, model_request, upload_hook
 
 EVENT_TOKEN = "interop-event-token-3b7e"
 UPLOAD_TOKEN = "interop-upload-token-c41f"

@@ -19,12 +19,11 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from tests.e2e.test_inbound_auth import TOKEN_A, tokens_file
-from tests.e2e.test_uploads import PNG, model_request, upload_hook
-from tests.e2e.test_uploads import receiver_factory as receiver_factory  # the fixture
 from tests.support.config import gateway_config
 from tests.support.events import intercept, tool_before
 from tests.support.paths import ROOT
+from tests.support.tokens import TOKEN_A, tokens_file
+from tests.support.uploads import PNG, model_request, upload_hook
 
 EVENT_SECRET = "sekrit-event-token-9f1e2d3c"
 UPLOAD_SECRET = "sekrit-upload-token-4a5b6c7d"

@@ -9,6 +9,8 @@ from typing import Any
 
 import aiohttp
 
+from gateway.server.app import GatewayServer
+
 
 async def post(
     session: aiohttp.ClientSession, url: str, body: Any, *, content_type: str = "application/json"
@@ -32,3 +34,24 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         if loop.time() > deadline:
             raise AssertionError("condition not reached before the deadline")
         await asyncio.sleep(0.01)
+
+
+def metric(gw: GatewayServer, needle: str) -> float:
+    assert gw.observability is not None
+    for line in gw.observability.metrics.render()[0].decode().splitlines():
+        if line.startswith(needle + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def raw_exchange(port: int, data: bytes) -> tuple[int, bytes]:
+    """Send ``data`` on a fresh connection and read the status line (bounded by a deadline)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        async with asyncio.timeout(5):
+            head = await reader.readuntil(b"\r\n\r\n")
+        return int(head.split(b" ", 2)[1]), head
+    finally:
+        writer.close()

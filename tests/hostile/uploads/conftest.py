@@ -6,7 +6,6 @@ import logging
 
 import pytest
 
-from tests.e2e.test_inbound_auth import TOKEN_A, TOKEN_B, tokens_file
 from tests.hostile.uploads.helpers import (
     EVENT_TOKEN,
     SECRETS,
@@ -16,6 +15,7 @@ from tests.hostile.uploads.helpers import (
     RawReceiver,
     config,
 )
+from tests.support.tokens import TOKEN_A, TOKEN_B, tokens_file
 
 
 @pytest.fixture

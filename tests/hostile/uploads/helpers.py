@@ -14,10 +14,10 @@ from typing import Any
 import aiohttp
 
 from gateway.server.app import GatewayServer
-from tests.e2e.test_inbound_auth import TOKEN_A, TOKEN_B
-from tests.e2e.test_uploads import PNG, image_part, upload_hook
 from tests.support.config import gateway_config
 from tests.support.events import intercept
+from tests.support.tokens import TOKEN_A, TOKEN_B
+from tests.support.uploads import PNG, image_part, upload_hook
 
 UPLOAD_TOKEN = "hostile-upload-token-5e1d"
 

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_inbound_auth import TOKEN_A
-from tests.e2e.test_uploads import PNG, image_part, model_request
 from tests.hostile.uploads.helpers import (
     MAX,
     MEM,
@@ -36,6 +34,8 @@ from tests.hostile.uploads.helpers import (
     uploads_total,
 )
 from tests.support.events import intercept
+from tests.support.tokens import TOKEN_A
+from tests.support.uploads import PNG, image_part, model_request
 
 # ================================================================================================
 # (e) cancellation

@@ -12,8 +12,6 @@ import yaml
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.e2e.test_inbound_auth import TOKEN_A, TOKEN_B
-from tests.e2e.test_uploads import PNG, image_part, model_request
 from tests.hostile.uploads.helpers import (
     MEMORY,
     TOKEN_U,
@@ -29,6 +27,8 @@ from tests.hostile.uploads.helpers import (
     upload,
     upload_head,
 )
+from tests.support.tokens import TOKEN_A, TOKEN_B
+from tests.support.uploads import PNG, image_part, model_request
 
 # ================================================================================================
 # (c) isolation

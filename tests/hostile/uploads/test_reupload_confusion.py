@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_uploads import PNG, image_part, model_request
 from tests.hostile.uploads.helpers import (
     DEADLINE_MS,
     EVENT_TOKEN,
@@ -31,6 +30,7 @@ from tests.hostile.uploads.helpers import (
     sha,
     upload,
 )
+from tests.support.uploads import PNG, image_part, model_request
 
 # ================================================================================================
 # (d) confusion on re-upload

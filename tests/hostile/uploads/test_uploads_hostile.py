@@ -12,7 +12,6 @@ import json
 
 import pytest
 
-from tests.e2e.test_uploads import PNG, model_request
 from tests.hostile.uploads.helpers import (
     BODY_TIMEOUT_MS,
     MAX,
@@ -38,6 +37,7 @@ from tests.hostile.uploads.helpers import (
     upload_head,
     uploads_total,
 )
+from tests.support.uploads import PNG, model_request
 
 # ================================================================================================
 # (a) storage exhaustion

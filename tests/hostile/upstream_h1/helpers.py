@@ -9,10 +9,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tests.binding.test_upstream_h1 import Scripted, ok, read_request
 from tests.support.client import post, wait_for
 from tests.support.events import intercept, tool_before
 from tests.support.fault_tools import sample, scrape
+from tests.support.scripted_h1 import Scripted, ok, read_request
 
 GATEWAY = "org.example.gateway"
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from tests.binding.test_upstream_h1 import ok
 from tests.hostile.upstream_h1.helpers import (
     SHORT_MS,
     Upstream,
@@ -26,6 +25,7 @@ from tests.hostile.upstream_h1.helpers import (
 )
 from tests.support.client import wait_for
 from tests.support.events import tool_before
+from tests.support.scripted_h1 import ok
 
 # ------------------------------------------------------------------------------------------------
 # Cross-request confusion through a reused connection.

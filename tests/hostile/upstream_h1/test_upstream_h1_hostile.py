@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 
 from gateway.upstream.h1 import H1Client, ProtocolError, Target
-from tests.binding.test_upstream_h1 import ok, read_request
 from tests.hostile.upstream_h1.helpers import (
     GATEWAY,
     HOOK,
@@ -49,6 +48,7 @@ from tests.hostile.upstream_h1.helpers import (
     synthetic,
 )
 from tests.support.fault_tools import sample, scrape
+from tests.support.scripted_h1 import ok, read_request
 
 # ------------------------------------------------------------------------------------------------
 # Broken answers: one classified failure, fail-closed, and the connection is dropped.
