@@ -112,6 +112,7 @@ def test_inprocess_mix_measures_the_cpu_per_decision() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install -y valgrind)")
+@pytest.mark.timeout(330)  # its own bound (300 s) applies, not the suite's 120 s
 def test_instruction_count_of_a_live_gateway() -> None:
     """``bench.instructions`` runs the gateway under callgrind and counts its instructions per
     request: a count that is neither zero nor absurd, printed as a table row."""
@@ -123,6 +124,7 @@ def test_instruction_count_of_a_live_gateway() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install -y valgrind)")
+@pytest.mark.timeout(330)  # its own bound (300 s) applies, not the suite's 120 s
 def test_instruction_count_of_s8() -> None:
     """S8 under callgrind: the default gateway, real calls it has not seen, a plausible count
     (more than a repeated command answered by the memo)."""
