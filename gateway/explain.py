@@ -12,7 +12,7 @@ from typing import Any
 from gateway.assemble import Assembly
 from gateway.policy.cases import complete_event
 from gateway.policy.facts import describe_facts
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.capabilities import narrow
 from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import EvalError
@@ -36,12 +36,8 @@ def request_from(document: dict[str, Any], capabilities: dict[str, Any] | None, 
             (e["capabilities"] for e in bound if e["event"] == event.get("type") and "capabilities" in e),
             {"effects": ["deny", "message"]},
         )
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": INTERCEPT,
-        "params": {"protocolVersion": snap.versions[0], "event": event, "capabilities": capabilities},
-    }
+    params = {"protocolVersion": snap.versions[0], "event": event, "capabilities": capabilities}
+    return jsonrpc.request(event["id"], INTERCEPT, params)
 
 
 def _fmt(value: Any) -> str:
