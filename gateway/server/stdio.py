@@ -218,6 +218,9 @@ async def open_output(fd: int) -> Write:
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+        # drain() then returns only once the pipe took every byte: an answer never waits in the
+        # transport's buffer, where the end of the process would lose it (the last answers at EOF)
+        transport.set_write_buffer_limits(high=0)
         stream = asyncio.StreamWriter(transport, protocol, None, loop)
 
         async def write_pipe(data: bytes) -> None:
