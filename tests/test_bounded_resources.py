@@ -1,0 +1,134 @@
+"""Resources a caller, an upstream or an observer can make the gateway hold stay bounded (issue
+28): what is measured is the byte counters the code exposes, polled to a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any
+
+import yaml
+
+from gateway.binding import h1
+from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
+from tests.fault_tools import close, raw_request, read_response
+
+TOKEN = "bounded-resources-token-0123456789abcdef"
+MIB = 1 << 20
+
+
+def _tokens(tmp_path: Any) -> dict[str, Any]:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(
+        yaml.safe_dump([{"sha256": hashlib.sha256(TOKEN.encode()).hexdigest(), "principal": {"name": "ci"}}])
+    )
+    return {"auth": {"type": "bearer", "tokensFile": str(tokens)}}
+
+
+def _head(length: int, token: str) -> bytes:
+    """A fast-lane request head announcing ``length`` body bytes."""
+    whole = raw_request(b"", headers={"Authorization": f"Bearer {token}"})
+    return whole.replace(b"Content-Length: 0", b"Content-Length: %d" % length)
+
+
+# ------------------------------------------------------------------ 1. the fast lane, §12
+def test_a_skipped_body_is_discarded_as_it_comes_AHP_HTTP_001_section_12() -> None:
+    """Sans-IO: once a head is refused, no byte of its body stays in the reader's buffer."""
+    body = json.dumps(intercept(tool_before())).encode()
+    data = raw_request(body)
+    end = data.index(b"\r\n\r\n") + 4
+    reader = h1.Reader(b"/")
+    reader.feed(data[:end])
+    assert isinstance(reader.next_event(len(body)), h1.Head)
+    reader.skip()
+    for offset in range(end, len(data) - 1):
+        reader.feed(data[offset : offset + 1])
+        assert reader.next_event(len(body)) is h1.NEED_BODY
+        assert reader.buffered == 0
+    reader.feed(data[-1:] + raw_request(b"{}"))
+    assert reader.next_event(len(body)) == h1.SKIPPED
+    event = reader.next_event(len(body))
+    assert isinstance(event, h1.Request) and event.body == b"{}"
+
+
+async def test_refused_callers_bodies_are_not_stored_section_12(gateway_factory, stub_factory, tmp_path):
+    """Many connections with a wrong token each send all but the last byte of a 1 MiB body: the
+    401 comes from the head and the bodies are read and discarded, so what the fast lane holds
+    stays near zero, not connections × maxBodyBytes (it did: 300 connections added 301 MiB)."""
+    stub = await stub_factory()
+    cfg = gateway_config([hook("org.example.up", stub.url)], inbound=_tokens(tmp_path))
+    cfg["limits"].update({"maxBodyBytes": 2 * MIB, "bodyTimeoutMs": 60000})
+    server = await gateway_factory(cfg)
+    lane = server._lane
+    assert lane is not None
+    count = 24
+    conns = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(count)]
+    try:
+        for _reader, writer in conns:
+            writer.write(_head(MIB, "wrong-token-value-000000000000"))
+        for reader, _writer in conns:
+            status, _headers, _body, _ = await read_response(reader, 20.0)
+            assert status == 401
+        sends = [asyncio.ensure_future(_send(writer, b"x" * (MIB - 1))) for _reader, writer in conns]
+        await asyncio.wait_for(asyncio.gather(*sends), 60)
+        await wait_for(lambda: len(lane.connections) == count, timeout=20)
+        await wait_for(lambda: lane.buffered < MIB, timeout=30)  # was count × MiB: every body kept
+        assert len(stub.received) == 0
+    finally:
+        for _reader, writer in conns:
+            await close(writer)
+
+
+async def test_the_body_is_not_read_while_the_caller_is_authenticated_section_12(
+    gateway_factory, stub_factory, tmp_path
+):
+    """Reading pauses at the head until authentication decides: a caller whose authentication
+    is slow (an introspection endpoint) cannot have its body buffered meanwhile; refused, its
+    body is discarded and the connection serves its next request."""
+    stub = await stub_factory()
+    cfg = gateway_config([hook("org.example.up", stub.url)], inbound=_tokens(tmp_path))
+    cfg["limits"].update({"maxBodyBytes": 8 * MIB, "bodyTimeoutMs": 60000})
+    server = await gateway_factory(cfg)
+    lane = server._lane
+    assert lane is not None and lane.authenticate is not None
+    release = asyncio.Event()
+    authenticate = lane.authenticate
+
+    async def slow(headers: Any, peer: Any) -> Any:
+        await release.wait()
+        return await authenticate(headers, peer)
+
+    lane.authenticate = slow
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    size = 8 * MIB - 1
+    send = asyncio.ensure_future(_send(writer, _head(size + 1, "wrong-token-value-000000000000") + b"x" * size))
+    try:
+        await wait_for(lambda: lane.buffered > 0, timeout=10)
+        for _ in range(30):
+            await asyncio.sleep(0.02)
+            assert lane.buffered <= MAX_READ  # one socket read beyond the head, at most
+        assert not send.done()  # held back by TCP, not buffered by the gateway
+        release.set()
+        status, _headers, _body, _ = await read_response(reader, 20.0)
+        assert status == 401
+        await asyncio.wait_for(send, 60)
+        await wait_for(lambda: lane.buffered == 0, timeout=20)
+        lane.authenticate = authenticate
+        body = json.dumps(intercept(tool_before())).encode()
+        writer.write(b"x" + raw_request(body, headers={"Authorization": f"Bearer {TOKEN}"}))
+        status, _headers, _body, _ = await read_response(reader, 20.0)
+        assert status == 200
+    finally:
+        release.set()
+        send.cancel()
+        await close(writer)
+
+
+MAX_READ = 262144 + 65536
+"""One read of the socket (asyncio reads at most 256 KiB) plus a head."""
+
+
+async def _send(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(data)
+    await writer.drain()
