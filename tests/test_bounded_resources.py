@@ -8,9 +8,12 @@ import hashlib
 import json
 from typing import Any
 
+import pytest
 import yaml
 
 from gateway.binding import h1
+from gateway.config.issues import ConfigError
+from gateway.config.load import load
 from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
 from tests.fault_tools import close, raw_request, read_response
 
@@ -132,3 +135,34 @@ MAX_READ = 262144 + 65536
 async def _send(writer: asyncio.StreamWriter, data: bytes) -> None:
     writer.write(data)
     await writer.drain()
+
+
+# ------------------------------------------------------------------ 5. uploads.path, §13
+async def test_uploads_path_equal_to_listen_path_is_a_config_issue_with_its_line_AHP_UPLOAD_section_13(
+    gateway_factory, tmp_path
+):
+    """The two routes cannot share a path: ``check`` and ``serve`` share the loader, so it is an
+    issue naming the file and the line of ``uploads.path``, not a traceback when serving."""
+    cfg = gateway_config([hook("org.example.up", "http://127.0.0.1:9/")], uploads={"path": "/hooks"})
+    cfg["listen"]["path"] = "/hooks"
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    (issue,) = [i for i in info.value.issues if i.path == "$.uploads.path"]
+    assert issue.file == str(path) and issue.severity == "error"
+    lines = path.read_text().splitlines()
+    assert issue.line is not None and "path: /hooks" in lines[issue.line - 1]
+    assert lines[issue.line - 2].strip() == "uploads:"
+    assert "listen.path" in issue.message
+
+
+def test_uploads_path_on_a_native_hook_target_is_a_config_issue_AHP_UPLOAD_section_13(tmp_path):
+    """``/native/<harness>`` is the native hooks' route: an upload receiver there would be served
+    as a native hook by the fast lane and as an upload by aiohttp."""
+    cfg = gateway_config([hook("org.example.up", "http://127.0.0.1:9/")], uploads={"path": "/native/files"})
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    assert [i.path for i in info.value.issues] == ["$.uploads.path"]
