@@ -14,7 +14,7 @@ import yaml
 from gateway.binding import h1
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
-from tests.conftest import gateway_config, hook, intercept, tool_before, wait_for
+from tests.conftest import gateway_config, hook, intercept, post, tool_before, wait_for
 from tests.fault_tools import close, raw_request, read_response
 
 TOKEN = "bounded-resources-token-0123456789abcdef"
@@ -166,3 +166,61 @@ def test_uploads_path_on_a_native_hook_target_is_a_config_issue_AHP_UPLOAD_secti
     with pytest.raises(ConfigError) as info:
         load(path)
     assert [i.path for i in info.value.issues] == ["$.uploads.path"]
+
+
+# ------------------------------------------------------------------ 4. the observation queue, §8.3
+def _note(text: str) -> dict[str, Any]:
+    event = tool_before()
+    event["items"] = [{"id": "p", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": text}]
+    return {"jsonrpc": "2.0", "method": "hooks/observe", "params": {"protocolVersion": "draft", "event": event}}
+
+
+async def test_the_observation_queue_is_bounded_in_bytes_AHP_OBS_section_8_3(gateway_factory, stub_factory, http):
+    """A slow observer and large notifications: what is queued stays within ``observe.queueBytes``
+    (it grew with ``queueSize`` × body: 800 of 1 MiB held ~0.8 GiB); the rest is dropped and
+    counted as ``queue_full``, and what was kept is delivered once the observer answers."""
+    from tests.test_telemetry_capture import Capture
+
+    slow = await stub_factory()
+    slow.observe_gate = asyncio.Event()
+    capture = Capture()
+    dropped: list[str] = []
+    capture.observe_dropped = lambda reason: dropped.append(reason)  # type: ignore[method-assign]
+    observer = {
+        "id": "org.example.slow",
+        "transport": {"type": "http", "url": slow.url},
+        "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": "body"}}],
+    }
+    limit = 2 * MIB
+    cfg = gateway_config([observer], observe={"queueSize": 2048, "queueBytes": limit, "workers": 1})
+    server = await gateway_factory(cfg, telemetry=capture)
+    queue = server.gateway.observer
+    peak = 0
+    for _ in range(24):
+        status, _ = await post(http, server.url, _note("x" * (256 * 1024)))
+        assert status == 202
+        peak = max(peak, queue.queued_bytes)
+    assert peak <= limit
+    assert dropped and set(dropped) == {"queue_full"}
+    kept = capture.observed.count("queued")
+    assert kept + len(dropped) == 24 and kept <= limit // (256 * 1024)
+    slow.observe_gate.set()
+    await wait_for(lambda: len(slow.observed) == kept, timeout=20)
+    await wait_for(lambda: queue.queued_bytes == 0, timeout=20)
+
+
+def test_observe_queue_bytes_is_validated_AHP_OBS_section_8_3(tmp_path):
+    """``observe.queueBytes`` is a checked setting: too small is an error where it is written,
+    below ``limits.maxBodyBytes`` a warning (such notifications could never be queued)."""
+    cfg = gateway_config([hook("org.example.up", "http://127.0.0.1:9/")], observe={"queueBytes": 10})
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    (issue,) = info.value.issues
+    assert issue.path == "$.observe.queueBytes" and issue.line is not None
+    cfg["observe"]["queueBytes"] = 4096
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    loaded = load(path)
+    assert loaded.config.observe.queueBytes == 4096
+    assert any(w.path == "$.observe.queueBytes" for w in loaded.warnings)

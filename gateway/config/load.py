@@ -327,6 +327,14 @@ def _semantic(
         )
     if cfg.uploads is not None and cfg.uploads.storage.totalBytes < cfg.uploads.maxBytes:
         issue(("uploads", "storage", "totalBytes"), "totalBytes is smaller than uploads.maxBytes", "warning", source)
+    if cfg.observe.queueBytes < cfg.limits.maxBodyBytes:
+        issue(
+            ("observe", "queueBytes"),
+            f"queueBytes {cfg.observe.queueBytes} < limits.maxBodyBytes {cfg.limits.maxBodyBytes}: "
+            "a notification larger than queueBytes is always dropped",
+            "warning",
+            source,
+        )
     if cfg.tracing.otel and importlib.util.find_spec("opentelemetry") is None:
         issue(("tracing", "otel"), "needs opentelemetry-api: pip install 'ahp-gateway[otel]'", where=source)
     if cfg.limits.deadlineMs >= cfg.frontend_timeout_ms:

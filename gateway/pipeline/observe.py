@@ -47,6 +47,11 @@ class Observer:
         # Queued observations keep the raw body (a few KB) rather than the parsed event (several
         # times larger as Python objects): a full queue must not dominate a worker's memory.
         self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes, Principal, Release]] = asyncio.Queue(options.queueSize)
+        # Entries alone do not bound memory (a queue of 1 MiB notifications held ~0.8 GiB):
+        # their bytes are bounded too, counted until each is delivered.
+        self._max_bytes = options.queueBytes
+        self.queued_bytes = 0
+        """Bytes of observations accepted and not yet delivered."""
         self.ledger = DeliveryLedger(options.dedupEntries, options.dedupTtlSeconds, time.monotonic)
         self._count = options.workers
         self._workers: list[asyncio.Task[None]] = []
@@ -79,13 +84,12 @@ class Observer:
         if etype not in ALL_EVENTS_SET or etype not in snap.observe_routes:
             self.telemetry.observe_received("unrouted")
             return
-        release = hold()
-        try:
-            self._queue.put_nowait((snap, body, principal, release))
-        except asyncio.QueueFull:
-            release()
+        if self.queued_bytes + len(body) > self._max_bytes or self._queue.full():
             self.telemetry.observe_dropped("queue_full")
             return
+        release = hold()
+        self._queue.put_nowait((snap, body, principal, release))
+        self.queued_bytes += len(body)
         self.telemetry.observe_received("queued")
         self.telemetry.observe_queue(self._queue.qsize())
 
@@ -101,6 +105,7 @@ class Observer:
                 log.exception("observe delivery failed")
             finally:
                 release()
+                self.queued_bytes -= len(body)
                 self._queue.task_done()
                 self.telemetry.observe_queue(self._queue.qsize())
 
