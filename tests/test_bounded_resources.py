@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from typing import Any
 
 import pytest
 import yaml
+from aiohttp import web
 
 from gateway.binding import h1
 from gateway.config.issues import ConfigError
@@ -224,3 +226,140 @@ def test_observe_queue_bytes_is_validated_AHP_OBS_section_8_3(tmp_path):
     loaded = load(path)
     assert loaded.config.observe.queueBytes == 4096
     assert any(w.path == "$.observe.queueBytes" for w in loaded.warnings)
+
+
+# ------------------------------------------------------------------ 2. re-upload, §13.2
+def _rss() -> int:
+    """Resident set size of this process, in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _attachments_event(refs: list[str], index: int) -> dict[str, Any]:
+    """A model.request.before event whose one message carries every ref as an attachment."""
+    from tests.test_uploads import model_request
+
+    event = model_request(refs[0])
+    event["id"] = f"evt-bounded-{index}"
+    parts = event["items"][0]["parts"]
+    template = parts[1]
+    parts[1:] = [{**template, "id": f"image{n}", "body": {"ref": ref}} for n, ref in enumerate(refs)]
+    return event
+
+
+class _Hanging:
+    """An upstream upload receiver that reads each body and never answers."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.gate = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.started += 1
+        await request.read()
+        await self.gate.wait()
+        return web.Response(status=500)
+
+
+async def _upload_gateway(gateway_factory, stub_factory, tmp_path, monkeypatch, receiver_url, timeout_ms):
+    from tests.test_inbound_auth import TOKEN_A, tokens_file
+    from tests.test_uploads import upload_hook
+
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {"tenant": "a"}))
+    upstream = await stub_factory()
+    binding = {"endpoint": receiver_url, "timeoutMs": timeout_ms, "maxBytes": 16 * MIB}
+    cfg = gateway_config(
+        [upload_hook("org.example.with-upload", upstream.url, binding)],
+        inbound={"auth": {"type": "bearer", "tokensFile": "tokens.yaml"}},
+        uploads={
+            "path": "/uploads",
+            "maxBytes": 16 * MIB,
+            "storage": {"memoryBytes": 1024, "spoolDir": "spool", "totalBytes": 64 * MIB},
+        },
+        limits={"maxBodyBytes": 1048576, "deadlineMs": timeout_ms + 2000},
+        frontend={"timeoutMs": timeout_ms + 3000},
+    )
+    return await gateway_factory(cfg), upstream
+
+
+async def test_re_upload_streams_shares_and_bounds_what_is_in_flight_AHP_UPLOAD_section_13_2(
+    gateway_factory, stub_factory, tmp_path, monkeypatch, http
+):
+    """Spooled uploads, a receiver that never answers, many concurrent intercepts referring to all
+    of them: one transfer per (attachment, receiver) at a time, within the in-flight byte cap,
+    streamed from the spool (it was one whole copy per intercept and attachment: 8 × 8 MiB and 16
+    intercepts took RSS from 100 MiB to 1.9 GiB)."""
+    from gateway.uploads import forward
+    from tests.conftest import _start
+    from tests.test_inbound_auth import TOKEN_A
+    from tests.test_uploads import call, upload
+
+    monkeypatch.setattr(forward, "IN_FLIGHT_BYTES", 4 * MIB)
+    calls: list[asyncio.Future[Any]] = []
+    hanging = _Hanging()
+    app = web.Application(client_max_size=32 * MIB)
+    app.router.add_post("/content", hanging.handle)
+    runner, port = await _start(app)
+    try:
+        server, upstream = await _upload_gateway(
+            gateway_factory, stub_factory, tmp_path, monkeypatch, f"http://127.0.0.1:{port}/content", 4000
+        )
+        forwarder = server.guard.forwarder
+        assert forwarder is not None
+        refs = []
+        for n in range(8):
+            status, receipt = await upload(http, server, bytes([n]) * MIB, token=TOKEN_A)
+            assert status == 201
+            refs.append(receipt["ref"])
+        before = _rss()
+        calls += [asyncio.ensure_future(call(http, server, _attachments_event(refs, i))) for i in range(16)]
+        await wait_for(lambda: hanging.started >= 4, timeout=20)
+        for _ in range(40):
+            await asyncio.sleep(0.025)
+            assert hanging.started <= 4  # 4 MiB in flight: four of the eight transfers, shared by all
+            assert forwarder.in_flight_bytes <= 4 * MIB
+        assert _rss() - before < 48 * MIB
+        answers = await asyncio.wait_for(asyncio.gather(*calls), 30)
+        assert all("result" in answer for answer in answers)
+        assert hanging.started <= 8
+        assert len(upstream.received) == 16
+    finally:
+        for pending in calls:
+            pending.cancel()
+        hanging.gate.set()
+        await runner.cleanup()
+
+
+async def test_a_spooled_upload_is_streamed_to_the_upstream_receiver_AHP_UPLOAD_section_13_2(
+    gateway_factory, stub_factory, tmp_path, monkeypatch, http
+):
+    """The spool file is sent in chunks with an exact Content-Length (never chunked coding, never
+    read whole into memory) and the upstream's receipt is verified as before."""
+    from gateway.uploads.store import UploadStore
+    from tests.conftest import _start
+    from tests.test_inbound_auth import TOKEN_A
+    from tests.test_uploads import Receiver, call, image_part, upload
+
+    def whole(stored: Any) -> bytes:
+        raise AssertionError("a spooled upload was read whole")
+
+    monkeypatch.setattr(UploadStore, "read", staticmethod(whole))
+    receiver = Receiver(None)
+    app = web.Application(client_max_size=32 * MIB)
+    app.router.add_post("/content", receiver.handle)
+    runner, port = await _start(app)
+    try:
+        server, upstream = await _upload_gateway(
+            gateway_factory, stub_factory, tmp_path, monkeypatch, f"http://127.0.0.1:{port}/content", 4000
+        )
+        data = os.urandom(3 * MIB + 17)
+        status, receipt = await upload(http, server, data, token=TOKEN_A)
+        assert status == 201
+        await call(http, server, _attachments_event([receipt["ref"]], 0))
+        [(headers, sent)] = receiver.requests
+        assert sent == data and headers["Content-Length"] == str(len(data))
+        assert "Transfer-Encoding" not in headers and "Content-Disposition" not in headers
+        [request] = upstream.received
+        assert image_part(request["params"]["event"])["body"]["ref"] == "urn:receiver:1"
+    finally:
+        await runner.cleanup()
