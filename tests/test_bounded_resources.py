@@ -261,7 +261,9 @@ class _Hanging:
         return web.Response(status=500)
 
 
-async def _upload_gateway(gateway_factory, stub_factory, tmp_path, monkeypatch, receiver_url, timeout_ms):
+async def _upload_gateway(
+    gateway_factory, stub_factory, tmp_path, monkeypatch, receiver_url, timeout_ms, reuse_seconds=300.0
+):
     from tests.test_inbound_auth import TOKEN_A, tokens_file
     from tests.test_uploads import upload_hook
 
@@ -274,6 +276,7 @@ async def _upload_gateway(gateway_factory, stub_factory, tmp_path, monkeypatch, 
         uploads={
             "path": "/uploads",
             "maxBytes": 16 * MIB,
+            "reuseSeconds": reuse_seconds,
             "storage": {"memoryBytes": 1024, "spoolDir": "spool", "totalBytes": 64 * MIB},
         },
         limits={"maxBodyBytes": 1048576, "deadlineMs": timeout_ms + 2000},
@@ -361,5 +364,140 @@ async def test_a_spooled_upload_is_streamed_to_the_upstream_receiver_AHP_UPLOAD_
         assert "Transfer-Encoding" not in headers and "Content-Disposition" not in headers
         [request] = upstream.received
         assert image_part(request["params"]["event"])["body"]["ref"] == "urn:receiver:1"
+    finally:
+        await runner.cleanup()
+
+
+# ------------------------------------------------------------------ 3. reuse of confirmed refs, §13.2
+async def _reuse_setup(gateway_factory, stub_factory, tmp_path, monkeypatch, http, reuse_seconds):
+    from tests.conftest import _start
+    from tests.test_uploads import Receiver
+
+    receiver = Receiver(None)
+    app = web.Application()
+    app.router.add_post("/content", receiver.handle)
+    runner, port = await _start(app)
+    server, upstream = await _upload_gateway(
+        gateway_factory, stub_factory, tmp_path, monkeypatch, f"http://127.0.0.1:{port}/content", 2000, reuse_seconds
+    )
+    return runner, receiver, server, upstream
+
+
+def _sent_ref(upstream: Any, index: int) -> str:
+    from tests.test_uploads import image_part
+
+    ref: str = image_part(upstream.received[index]["params"]["event"])["body"]["ref"]
+    return ref
+
+
+async def test_a_confirmed_ref_is_reused_only_for_reuse_seconds_AHP_UPLOAD_section_13_2(
+    gateway_factory, stub_factory, tmp_path, monkeypatch, http
+):
+    """There is no expiry protocol and the receiver's retention is its own: a confirmed ref is
+    reused for ``uploads.reuseSeconds``, then the same bytes are uploaded again (it was reused
+    forever, long after the receiver had let it go)."""
+    from tests.test_inbound_auth import TOKEN_A
+    from tests.test_uploads import PNG, call, upload
+
+    runner, receiver, server, upstream = await _reuse_setup(
+        gateway_factory, stub_factory, tmp_path, monkeypatch, http, 60.0
+    )
+    try:
+        forwarder = server.guard.forwarder
+        assert forwarder is not None
+        now = [1000.0]
+        forwarder._clock = lambda: now[0]
+        _, receipt = await upload(http, server, PNG, token=TOKEN_A)
+        await call(http, server, _attachments_event([receipt["ref"]], 0))
+        await call(http, server, _attachments_event([receipt["ref"]], 1))
+        assert len(receiver.requests) == 1 and _sent_ref(upstream, 1) == "urn:receiver:1"
+        now[0] += 59.0
+        await call(http, server, _attachments_event([receipt["ref"]], 2))
+        assert len(receiver.requests) == 1
+        now[0] += 2.0  # confirmed 61 s ago
+        await call(http, server, _attachments_event([receipt["ref"]], 3))
+        assert len(receiver.requests) == 2 and receiver.requests[1][1] == PNG
+        assert _sent_ref(upstream, 3) == "urn:receiver:2"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_ref_the_upstream_reports_unknown_is_not_reused_AHP_UPLOAD_section_13_2(
+    gateway_factory, stub_factory, tmp_path, monkeypatch, http
+):
+    """An event receiver may answer 404 for referenced content it does not have: the refs it was
+    sent are dropped and the next delivery uploads the same bytes again."""
+    from tests.conftest import result
+    from tests.test_inbound_auth import TOKEN_A
+    from tests.test_uploads import PNG, call, upload
+
+    runner, receiver, server, upstream = await _reuse_setup(
+        gateway_factory, stub_factory, tmp_path, monkeypatch, http, 300.0
+    )
+    try:
+        answers = iter([(404, "not found"), None])
+
+        def answer(body: dict[str, Any]) -> Any:
+            planned = next(answers, None)
+            return planned if planned is not None else result(body, [])
+
+        upstream.answer = answer
+        _, receipt = await upload(http, server, PNG, token=TOKEN_A)
+        await call(http, server, _attachments_event([receipt["ref"]], 0))
+        assert len(receiver.requests) == 1 and _sent_ref(upstream, 0) == "urn:receiver:1"
+        await call(http, server, _attachments_event([receipt["ref"]], 1))
+        assert len(receiver.requests) == 2 and receiver.requests[1][1] == PNG
+        assert _sent_ref(upstream, 1) == "urn:receiver:2"
+        await call(http, server, _attachments_event([receipt["ref"]], 2))
+        assert len(receiver.requests) == 2 and _sent_ref(upstream, 2) == "urn:receiver:2"  # reused again
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_observer_answering_404_has_its_refs_dropped_too_AHP_UPLOAD_section_13_2(
+    gateway_factory, stub_factory, tmp_path, monkeypatch, http
+):
+    """Observations are re-uploaded the same way: an observer that answers 404 to an observation
+    carrying re-uploaded refs gets the bytes uploaded again with the next one."""
+    from tests.conftest import _start
+    from tests.test_inbound_auth import TOKEN_A, tokens_file
+    from tests.test_uploads import PNG, Receiver, image_part, upload
+
+    receiver = Receiver(None)
+    seen: list[dict[str, Any]] = []
+
+    async def observe(request: web.Request) -> web.StreamResponse:
+        seen.append(json.loads(await request.read()))
+        return web.Response(status=404 if len(seen) == 1 else 202)
+
+    app = web.Application()
+    app.router.add_post("/content", receiver.handle)
+    app.router.add_post("/", observe)
+    runner, port = await _start(app)
+    try:
+        tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {"tenant": "a"}))
+        binding = {"endpoint": f"http://127.0.0.1:{port}/content", "timeoutMs": 2000, "maxBytes": MIB}
+        sub = {"mode": "observe", "events": ["*"], "content": {"default": "body"}, "upload": binding}
+        hook_ = {"id": "org.example.audit", "transport": {"type": "http", "url": f"http://127.0.0.1:{port}/"}}
+        cfg = gateway_config(
+            [{**hook_, "subscriptions": [sub]}],
+            inbound={"auth": {"type": "bearer", "tokensFile": "tokens.yaml"}},
+            uploads={"path": "/uploads", "maxBytes": MIB},
+        )
+        server = await gateway_factory(cfg)
+        _, receipt = await upload(http, server, PNG, token=TOKEN_A)
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN_A}"}
+        for index in range(3):
+            note = {
+                "jsonrpc": "2.0",
+                "method": "hooks/observe",
+                "params": {"protocolVersion": "draft", "event": _attachments_event([receipt["ref"]], index)},
+            }
+            async with http.post(server.url, data=json.dumps(note), headers=headers) as response:
+                assert response.status == 202
+            await wait_for(lambda index=index: len(seen) == index + 1, timeout=10)
+        refs = [image_part(note["params"]["event"])["body"]["ref"] for note in seen]
+        assert refs == ["urn:receiver:1", "urn:receiver:2", "urn:receiver:2"]
+        assert len(receiver.requests) == 2
     finally:
         await runner.cleanup()

@@ -502,6 +502,12 @@ class Uploads(Model):
 
     path: str = Field("/uploads", pattern=r"^/")
     maxBytes: int = Field(10 * 1024 * 1024, ge=0)
+    reuseSeconds: float = Field(
+        300.0,
+        ge=0,
+        description="How long a ref confirmed by an upstream's receiver is reused for the same bytes (0: never); "
+        "keep it below that receiver's retention.",
+    )
     storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
 
 

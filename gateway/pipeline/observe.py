@@ -26,7 +26,7 @@ from gateway.routing.select import ErrorSink, select
 from gateway.runtime import RuntimeConfig
 from gateway.settle.deliveries import DeliveryLedger
 from gateway.telemetry import Telemetry
-from gateway.uploads.forward import Forwarder
+from gateway.uploads.forward import Forwarder, reports_unknown
 
 log = logging.getLogger("ahp_gateway")
 Release = Callable[[], None]
@@ -139,6 +139,9 @@ class Observer:
             note = jsonrpc.notification(OBSERVE, {"protocolVersion": version, "event": view})
             failure = await route.upstream.observe(note, snap.observe_timeout)
             self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok")
+            sent = refs.get(route.key) if refs else None
+            if failure is not None and sent and self._uploads is not None and reports_unknown(failure):
+                self._uploads.forget(snap.loaded, route.key, sent)  # it lost them: re-upload next time
             if failure is not None:
                 log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
 

@@ -253,7 +253,7 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
     limit = 0
     if cfg.uploads is not None:
         store = UploadStore(cfg.uploads.storage, base, on_bytes=on_bytes)
-        forwarder = Forwarder(store, on_outcome)
+        forwarder = Forwarder(store, on_outcome, reuse_seconds=cfg.uploads.reuseSeconds)
         limit = cfg.uploads.maxBytes
     line = describe(cfg)
     (log.warning if "UNAUTHENTICATED" in line else log.info)("%s", line)

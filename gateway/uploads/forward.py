@@ -9,7 +9,10 @@ returned ref replaces the harness's ref in the event sent to that upstream only.
 (no ``upload``, too large, timeout, credential failure, 202, a wrong receipt) leaves that
 attachment a schema-valid ``gap`` for that upstream; bytes are never inlined. All uploads for an
 event run concurrently and within the intercept deadline. A confirmed ref is reused only for the
-same bytes, receiver endpoint and credential source.
+same bytes, receiver endpoint and credential source, for ``uploads.reuseSeconds`` after it was
+confirmed (the receiver's retention is its own and unknown: there is no expiry protocol), and
+never after that upstream answered an event carrying it with 404, the status an event receiver
+may give for referenced content it no longer has: the next delivery re-uploads the bytes.
 
 Memory stays bounded however many events refer to the same attachments: a spooled upload is
 streamed from its file (never read whole), concurrent events share one transfer per (bytes,
@@ -23,6 +26,7 @@ import asyncio
 import os
 import re
 import ssl
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +44,7 @@ from gateway.credentials.bearer import BearerToken, CredentialUnavailable
 from gateway.credentials.discovery import discovered_authorizer
 from gateway.credentials.oauth import ClientCredentials
 from gateway.protocol.content import attachment_bodies
+from gateway.settle.reply import Failure, FailureClass
 from gateway.uploads.store import Stored, UploadStore
 
 DIGEST_HEADER = "AHP-Content-SHA256"
@@ -71,11 +76,21 @@ class Forwarder:
     """One per process: the store of received uploads, the client session for re-uploads, the
     reuse cache of confirmed refs, and the per-snapshot upload targets."""
 
-    def __init__(self, store: UploadStore, on_outcome: OnOutcome | None = None) -> None:
+    def __init__(
+        self,
+        store: UploadStore,
+        on_outcome: OnOutcome | None = None,
+        *,
+        reuse_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self._on_outcome = on_outcome or (lambda hook, outcome: None)
         self._session: aiohttp.ClientSession | None = None
-        self._confirmed: OrderedDict[tuple[str, int, str, str], str] = OrderedDict()
+        self._confirmed: OrderedDict[tuple[str, int, str, str], tuple[str, float]] = OrderedDict()
+        """Reuse key → (the upstream's ref, when it was confirmed)."""
+        self._reuse_seconds = reuse_seconds
+        self._clock = clock
         self._targets: dict[int, tuple[Any, dict[str, UploadTarget]]] = {}
         self._transfers: dict[tuple[str, int, str, str], asyncio.Task[str]] = {}
         """One transfer in progress per reuse key, shared by every event that needs it."""
@@ -137,8 +152,10 @@ class Forwarder:
         key = (stored.sha256, stored.size, target.endpoint, target.credential_id)
         reused = self._confirmed.get(key)
         if reused is not None:
-            self._confirmed.move_to_end(key)
-            raise _Reused(reused)
+            if self._clock() - reused[1] < self._reuse_seconds:
+                self._confirmed.move_to_end(key)
+                raise _Reused(reused[0])
+            del self._confirmed[key]  # the receiver may have let it go: upload the bytes again
         if budget <= 0:
             raise _Failed("timeout")
         task = self._transfers.get(key)
@@ -175,7 +192,7 @@ class Forwarder:
         ref = _receipt_ref(body, stored)
         if ref is None:
             raise _Failed("receipt")
-        self._confirmed[key] = ref
+        self._confirmed[key] = (ref, self._clock())
         while len(self._confirmed) > REUSE_ENTRIES:
             self._confirmed.popitem(last=False)
         return ref
@@ -231,6 +248,17 @@ class Forwarder:
             return None
         self._on_outcome(target.hook_id, "ok")
         return ref
+
+    def forget(self, loaded: LoadedConfig, route_key: str, refs: Mapping[str, Mapping[str, Any]]) -> None:
+        """The upstream of ``route_key`` reported content it was sent as unknown: its refs in
+        ``refs`` (what :meth:`prepare` gave that route) are not reused again."""
+        target = self.targets(loaded).get(route_key)
+        if target is None or not refs:
+            return
+        sent = {str(descriptor.get("ref")) for descriptor in refs.values()}
+        for key, (ref, _) in list(self._confirmed.items()):
+            if ref in sent and key[2] == target.endpoint and key[3] == target.credential_id:
+                del self._confirmed[key]
 
     # ------------------------------------------------------------------ one event
     async def prepare(
@@ -301,6 +329,12 @@ async def _stream(stored: Stored) -> AsyncIterator[bytes]:
             yield chunk
     finally:
         handle.close()
+
+
+def reports_unknown(failure: Failure) -> bool:
+    """An event receiver's 404: it may answer so for referenced content it does not have
+    (protocol §13.2), so the refs it was sent are not to be trusted again."""
+    return failure.kind is FailureClass.HTTP_STATUS and failure.detail == "HTTP 404"
 
 
 class _Failed(Exception):
