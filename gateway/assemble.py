@@ -65,7 +65,7 @@ def uploads_for(loaded: LoadedConfig, metrics: Metrics | None) -> tuple[UploadSt
             metrics.child(metrics.upstream_uploads, hook, outcome).inc()
 
     store = UploadStore(cfg.uploads.storage, loaded.base_dir, on_bytes=on_bytes)
-    return store, Forwarder(store, on_outcome)
+    return store, Forwarder(store, on_outcome, reuse_seconds=cfg.uploads.reuseSeconds)
 
 
 class Assembly:

@@ -236,7 +236,8 @@ class Reader:
         return self._need >= 0 or bool(self._buf)
 
     def skip(self) -> None:
-        """The request whose :class:`Head` was returned is answered: read past its body."""
+        """The request whose :class:`Head` was returned is answered: read past its body, which
+        later events discard as it comes (none of it is kept)."""
         self._skip = True
 
     def next_event(self, limit: int) -> Event:
@@ -262,6 +263,13 @@ class Reader:
             self._native = parsed.native
             if len(buf) < self._head_len + self._need:
                 return Head(parsed.headers, parsed.length)
+        if self._skip and len(buf) < self._head_len + self._need:
+            # A refused body is read past as it comes, never stored: a refused caller cannot make
+            # the gateway hold its body (protocol §12).
+            self._need -= len(buf) - self._head_len
+            self._head_len = 0
+            del buf[:]
+            return NEED_BODY
         total = self._head_len + self._need
         if len(buf) < total:
             return NEED_BODY

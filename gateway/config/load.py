@@ -10,6 +10,7 @@ import errno
 import importlib.util
 import ipaddress
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ class LoadedConfig:
 MAX_FILE_BYTES = 1024 * 1024
 """A configuration or policy file larger than this is refused before it is parsed: the YAML
 parser is pure Python, and a hot reload must not stall on a file tens of megabytes long."""
+_NATIVE_TARGET = re.compile(r"/native/[^/]+")
+"""The paths aiohttp routes to a native hook (``POST /native/{harness}``)."""
 
 
 class NotARegularFile(OSError):
@@ -311,8 +314,27 @@ def _semantic(
             "mTLS (inbound.tls.clientCaFile), or set inbound.allowUnauthenticated: true behind an authenticating mesh",
             where=source,
         )
+    if cfg.uploads is not None and cfg.uploads.path == cfg.listen.path:
+        # Both are POST routes of one listener: serving would fail registering the second.
+        issue(
+            ("uploads", "path"), f"uploads.path {cfg.uploads.path!r} is listen.path too: use another path", where=source
+        )
+    elif cfg.uploads is not None and _NATIVE_TARGET.fullmatch(cfg.uploads.path):
+        issue(
+            ("uploads", "path"),
+            f"uploads.path {cfg.uploads.path!r} is a native hook target (POST /native/<harness>): use another path",
+            where=source,
+        )
     if cfg.uploads is not None and cfg.uploads.storage.totalBytes < cfg.uploads.maxBytes:
         issue(("uploads", "storage", "totalBytes"), "totalBytes is smaller than uploads.maxBytes", "warning", source)
+    if cfg.observe.queueBytes < cfg.limits.maxBodyBytes:
+        issue(
+            ("observe", "queueBytes"),
+            f"queueBytes {cfg.observe.queueBytes} < limits.maxBodyBytes {cfg.limits.maxBodyBytes}: "
+            "a notification larger than queueBytes is always dropped",
+            "warning",
+            source,
+        )
     if cfg.tracing.otel and importlib.util.find_spec("opentelemetry") is None:
         issue(("tracing", "otel"), "needs opentelemetry-api: pip install 'ahp-gateway[otel]'", where=source)
     if cfg.limits.deadlineMs >= cfg.frontend_timeout_ms:

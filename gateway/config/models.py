@@ -107,6 +107,11 @@ class Frontend(Model):
 
 class ObserveOptions(Model):
     queueSize: int = Field(2048, ge=1, description="Queued observations (raw bodies); bounds memory under overload.")
+    queueBytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Bytes of queued observations (raw bodies, until delivered); beyond, they are dropped and counted.",
+    )
     workers: int = Field(8, ge=1, le=256)
     timeoutMs: int = Field(2000, ge=1)
     dedupEntries: int = Field(50_000, ge=2, description="(event, subscription) pairs remembered for observe fan-out.")
@@ -497,6 +502,12 @@ class Uploads(Model):
 
     path: str = Field("/uploads", pattern=r"^/")
     maxBytes: int = Field(10 * 1024 * 1024, ge=0)
+    reuseSeconds: float = Field(
+        300.0,
+        ge=0,
+        description="How long a ref confirmed by an upstream's receiver is reused for the same bytes (0: never); "
+        "keep it below that receiver's retention.",
+    )
     storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
 
 

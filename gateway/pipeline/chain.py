@@ -32,6 +32,7 @@ from gateway.settle.accept import Expectation
 from gateway.settle.fold import ChainState
 from gateway.settle.ledger import StepOutcome, StepRecord
 from gateway.settle.reply import Accepted, Failure, FailureClass
+from gateway.uploads.forward import reports_unknown
 from gateway.upstream.base import Call
 
 log = logging.getLogger("ahp_gateway")
@@ -69,9 +70,18 @@ class ChainRun:
     on_circuit: CircuitSink | None = None
     refs: Mapping[str, Any] | None = None
     """Per route key: harness attachment ref → that upstream's confirmed content reference."""
+    unknown_refs: Callable[[Route, Any], None] | None = None
+    """Told when an upstream that was sent re-uploaded refs answers 404 (it lost them)."""
 
     def refs_for(self, route: Route) -> Any:
         return self.refs.get(route.key) if self.refs else None
+
+    def settled(self, route: Route, settled: Accepted | Failure) -> None:
+        """A route's call settled: refs it reports unknown are not reused (protocol §13.2)."""
+        if isinstance(settled, Failure) and self.unknown_refs is not None and reports_unknown(settled):
+            refs = self.refs_for(route)
+            if refs:
+                self.unknown_refs(route, refs)
 
 
 def request(
@@ -173,6 +183,7 @@ async def run_serial(run: ChainRun, chain: ChainState, routes: list[Route]) -> S
             run.sent(route)
             call = Call(req, min(route.timeout, left), run.activation, run.outbound(route))
             settled = await call_upstream(route, call, expectation(snap, req, chain), run.on_circuit)
+            run.settled(route, settled)
             record.latency = loop.time() - now
             settlement.upstream_wait += record.latency
         failure = fold(route, settled, chain, record)
@@ -201,6 +212,7 @@ async def run_parallel(run: ChainRun, chain: ChainState, routes: list[Route]) ->
     try:
         for index, (route, task) in enumerate(zip(routes, tasks, strict=True)):
             settled = await task
+            run.settled(route, settled)
             record = _record(route)
             record.latency = loop.time() - started
             settlement.steps.append(record)

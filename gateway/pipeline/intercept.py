@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.pipeline.chain import ChainRun, Settlement, run_parallel, run_serial
@@ -95,6 +95,13 @@ class Intercepts:
             trace=trace,
         )
 
+    def _unknown_refs(self, snap: RuntimeConfig) -> Callable[[Route, Any], None] | None:
+        """Refs an upstream answers 404 for are not reused (protocol §13.2)."""
+        uploads = self.uploads
+        if uploads is None:
+            return None
+        return lambda route, refs: uploads.forget(snap.loaded, route.key, refs)
+
     async def _chain(
         self,
         snap: RuntimeConfig,
@@ -121,6 +128,7 @@ class Intercepts:
             caps=caps,
             deadline=deadline,
             refs=refs,
+            unknown_refs=self._unknown_refs(snap),
             activation=activation,
             outbound=lambda route: telemetry.outbound_headers(trace, route.key, route.hook_id),
             sent=lambda route: self.observer.served(event, route.key),

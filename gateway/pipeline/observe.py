@@ -26,7 +26,7 @@ from gateway.routing.select import ErrorSink, select
 from gateway.runtime import RuntimeConfig
 from gateway.settle.deliveries import DeliveryLedger
 from gateway.telemetry import Telemetry
-from gateway.uploads.forward import Forwarder
+from gateway.uploads.forward import Forwarder, reports_unknown
 
 log = logging.getLogger("ahp_gateway")
 Release = Callable[[], None]
@@ -47,6 +47,11 @@ class Observer:
         # Queued observations keep the raw body (a few KB) rather than the parsed event (several
         # times larger as Python objects): a full queue must not dominate a worker's memory.
         self._queue: asyncio.Queue[tuple[RuntimeConfig, bytes, Principal, Release]] = asyncio.Queue(options.queueSize)
+        # Entries alone do not bound memory (a queue of 1 MiB notifications held ~0.8 GiB):
+        # their bytes are bounded too, counted until each is delivered.
+        self._max_bytes = options.queueBytes
+        self.queued_bytes = 0
+        """Bytes of observations accepted and not yet delivered."""
         self.ledger = DeliveryLedger(options.dedupEntries, options.dedupTtlSeconds, time.monotonic)
         self._count = options.workers
         self._workers: list[asyncio.Task[None]] = []
@@ -79,12 +84,11 @@ class Observer:
         etype = params["event"]["type"]
         if etype not in ALL_EVENTS_SET or etype not in snap.observe_routes:
             return "unrouted"
-        release = hold()
-        try:
-            self._queue.put_nowait((snap, body, principal, release))
-        except asyncio.QueueFull:
-            release()
+        if self.queued_bytes + len(body) > self._max_bytes or self._queue.full():
             return "queue_full"
+        release = hold()
+        self._queue.put_nowait((snap, body, principal, release))
+        self.queued_bytes += len(body)
         self.telemetry.observe_queue(self._queue.qsize())  # a live gauge, the workers set it too
         return "queued"
 
@@ -100,6 +104,7 @@ class Observer:
                 log.exception("observe delivery failed")
             finally:
                 release()
+                self.queued_bytes -= len(body)
                 self._queue.task_done()
                 self.telemetry.observe_queue(self._queue.qsize())
 
@@ -133,6 +138,9 @@ class Observer:
             note = jsonrpc.notification(OBSERVE, {"protocolVersion": version, "event": view})
             failure = await route.upstream.observe(note, snap.observe_timeout)
             self.telemetry.observe_delivered(route.hook_id, failure.kind.value if failure else "ok")
+            sent = refs.get(route.key) if refs else None
+            if failure is not None and sent and self._uploads is not None and reports_unknown(failure):
+                self._uploads.forget(snap.loaded, route.key, sent)  # it lost them: re-upload next time
             if failure is not None:
                 log.warning("observe delivery to %s failed (%s: %s)", route.hook_id, failure.kind.value, failure.detail)
 

@@ -12,7 +12,8 @@ uploads, other native targets, metadata). Requests on one connection are served 
 in order, so the two never write at once.
 
 Kept from the aiohttp path: authentication from the headers and TLS peer before the body is
-used (protocol §12), bodies over ``maxBodyBytes`` never read, the header timeout (from
+read (reading pauses while it runs; a refused caller's body is discarded as it comes, never
+stored: protocol §12), bodies over ``maxBodyBytes`` never read, the header timeout (from
 :class:`~gateway.server.limits._Guarded`), the body timeout (408, connection closed, counted),
 the idle timeout, cancellation of the pipeline when the harness disconnects, bounded buffering (a
 pipelining client is paused ``AHEAD`` bytes ahead), graceful drain (:meth:`Lane.drain`).
@@ -74,6 +75,12 @@ class Lane:
 
     def __post_init__(self) -> None:
         self.target = self.path.encode("latin-1")
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet consumed on the fast lane's connections (what a client can
+        make the gateway hold; a refused caller's body is never part of it)."""
+        return sum(connection._reader.buffered for connection in self.connections)
 
     async def drain(self, timeout: float) -> None:
         """Call once the listener stopped accepting. A connection idle after an answer closes
@@ -216,7 +223,10 @@ class FastLane(_Guarded):
         transport = self._transport
         if transport is None or self._handler is not None:
             return
-        limit = AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD
+        if self._auth is not None and not self._auth.done():
+            limit = 0  # the caller is not authenticated yet: its body is not read until it is
+        else:
+            limit = AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD
         with contextlib.suppress(Exception):
             if self._reader.buffered > limit:
                 transport.pause_reading()
@@ -278,8 +288,11 @@ class FastLane(_Guarded):
         task.add_done_callback(self._early_outcome)
 
     def _early_outcome(self, task: asyncio.Task[Principal | Refusal]) -> None:
-        if self._auth is not task or task.cancelled() or task.exception() is not None:
-            return  # dispatched already (the request awaits it), or gone; an error surfaces there
+        if self._auth is not task or task.cancelled():
+            return  # dispatched already (the request awaits it), or gone
+        if task.exception() is not None:
+            self._bound()  # the body is read again; the error surfaces when the request is served
+            return
         outcome = task.result()
         if isinstance(outcome, Refusal):
             # Answered now, as aiohttp does; the body is then read and skipped (within the body
@@ -291,6 +304,9 @@ class FastLane(_Guarded):
             if not close:
                 self._refused = True
                 self._reader.skip()
+                if not self._busy:
+                    self._advance()  # discard what came of the body already
+        self._bound()  # read on: an accepted body is buffered, a refused one discarded
 
     async def _serve(self, request: h1.Request, auth: asyncio.Task[Principal | Refusal] | None) -> None:
         lane = self._lane

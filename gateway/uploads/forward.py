@@ -9,7 +9,15 @@ returned ref replaces the harness's ref in the event sent to that upstream only.
 (no ``upload``, too large, timeout, credential failure, 202, a wrong receipt) leaves that
 attachment a schema-valid ``gap`` for that upstream; bytes are never inlined. All uploads for an
 event run concurrently and within the intercept deadline. A confirmed ref is reused only for the
-same bytes, receiver endpoint and credential source.
+same bytes, receiver endpoint and credential source, for ``uploads.reuseSeconds`` after it was
+confirmed (the receiver's retention is its own and unknown: there is no expiry protocol), and
+never after that upstream answered an event carrying it with 404, the status an event receiver
+may give for referenced content it no longer has: the next delivery re-uploads the bytes.
+
+Memory stays bounded however many events refer to the same attachments: a spooled upload is
+streamed from its file (never read whole), concurrent events share one transfer per (bytes,
+receiver, credential), and the bytes of the transfers in flight are capped at
+:data:`IN_FLIGHT_BYTES` (a transfer waits for room, within its timeout).
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ import asyncio
 import os
 import re
 import ssl
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +36,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gateway import tasks
 from gateway.bounded import read_bounded
 from gateway.config.load import LoadedConfig
 from gateway.config.models import GatewayBackend, UploadBinding
@@ -34,11 +44,17 @@ from gateway.credentials.bearer import BearerToken, CredentialUnavailable
 from gateway.credentials.discovery import discovered_authorizer
 from gateway.credentials.oauth import ClientCredentials
 from gateway.protocol.content import attachment_bodies
+from gateway.settle.reply import Failure, FailureClass
 from gateway.uploads.store import Stored, UploadStore
 
 DIGEST_HEADER = "AHP-Content-SHA256"
 MAX_RECEIPT = 64 * 1024
 REUSE_ENTRIES = 4096
+CHUNK = 64 * 1024
+"""Bytes read from a spool file at a time."""
+IN_FLIGHT_BYTES = 64 * 1024 * 1024
+"""The sizes of the transfers in progress, summed, stay within this (one larger transfer may run
+alone): a receiver that never answers cannot make the gateway hold more."""
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 OnOutcome = Callable[[str, str], None]
 
@@ -60,12 +76,27 @@ class Forwarder:
     """One per process: the store of received uploads, the client session for re-uploads, the
     reuse cache of confirmed refs, and the per-snapshot upload targets."""
 
-    def __init__(self, store: UploadStore, on_outcome: OnOutcome | None = None) -> None:
+    def __init__(
+        self,
+        store: UploadStore,
+        on_outcome: OnOutcome | None = None,
+        *,
+        reuse_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self._on_outcome = on_outcome or (lambda hook, outcome: None)
         self._session: aiohttp.ClientSession | None = None
-        self._confirmed: OrderedDict[tuple[str, int, str, str], str] = OrderedDict()
+        self._confirmed: OrderedDict[tuple[str, int, str, str], tuple[str, float]] = OrderedDict()
+        """Reuse key → (the upstream's ref, when it was confirmed)."""
+        self._reuse_seconds = reuse_seconds
+        self._clock = clock
         self._targets: dict[int, tuple[Any, dict[str, UploadTarget]]] = {}
+        self._transfers: dict[tuple[str, int, str, str], asyncio.Task[str]] = {}
+        """One transfer in progress per reuse key, shared by every event that needs it."""
+        self.in_flight_bytes = 0
+        """Sizes of the transfers in progress, summed (bounded by :data:`IN_FLIGHT_BYTES`)."""
+        self._room: asyncio.Condition | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -74,6 +105,8 @@ class Forwarder:
         return self._session
 
     async def aclose(self) -> None:
+        for task in list(self._transfers.values()):
+            task.cancel()
         if self._session is not None:
             await self._session.close()
 
@@ -119,14 +152,37 @@ class Forwarder:
         key = (stored.sha256, stored.size, target.endpoint, target.credential_id)
         reused = self._confirmed.get(key)
         if reused is not None:
-            self._confirmed.move_to_end(key)
-            raise _Reused(reused)
+            if self._clock() - reused[1] < self._reuse_seconds:
+                self._confirmed.move_to_end(key)
+                raise _Reused(reused[0])
+            del self._confirmed[key]  # the receiver may have let it go: upload the bytes again
         if budget <= 0:
             raise _Failed("timeout")
-        data = self.store.read(stored)
+        task = self._transfers.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._transfer(key, target, stored))
+            self._transfers[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        try:  # this event stops waiting at its own budget; the shared transfer goes on for the others
+            return await asyncio.wait_for(asyncio.shield(task), min(budget, target.timeout))
+        except TimeoutError:
+            raise _Failed("timeout") from None
+
+    def _finished(self, key: tuple[str, int, str, str], task: asyncio.Task[str]) -> None:
+        if self._transfers.get(key) is task:
+            del self._transfers[key]
+        if not task.cancelled():
+            task.exception()  # retrieved: a transfer nobody waits for any more is not an error
+
+    async def _transfer(self, key: tuple[str, int, str, str], target: UploadTarget, stored: Stored) -> str:
+        """One upload to one receiver, within the receiver's timeout (waiting for room included)."""
         try:
-            async with asyncio.timeout(min(budget, target.timeout)):
-                body = await self._post(target, stored, data, retried=False)
+            async with asyncio.timeout(target.timeout):
+                await self._reserve(stored.size)
+                try:
+                    body = await self._post(target, stored, retried=False)
+                finally:
+                    self._release(stored.size)
         except CredentialUnavailable:
             raise _Failed("auth") from None
         except TimeoutError:
@@ -136,13 +192,31 @@ class Forwarder:
         ref = _receipt_ref(body, stored)
         if ref is None:
             raise _Failed("receipt")
-        self._confirmed[key] = ref
+        self._confirmed[key] = (ref, self._clock())
         while len(self._confirmed) > REUSE_ENTRIES:
             self._confirmed.popitem(last=False)
         return ref
 
-    async def _post(self, target: UploadTarget, stored: Stored, data: bytes, *, retried: bool) -> bytes | None:
+    async def _reserve(self, size: int) -> None:
+        if self._room is None:
+            self._room = asyncio.Condition()
+        async with self._room:
+            await self._room.wait_for(
+                lambda: not self.in_flight_bytes or self.in_flight_bytes + size <= IN_FLIGHT_BYTES
+            )
+            self.in_flight_bytes += size
+
+    def _release(self, size: int) -> None:
+        self.in_flight_bytes -= size
+        room = self._room
+        if room is not None:
+            tasks.spawn(_notify(room), name="upload-room")
+
+    async def _post(self, target: UploadTarget, stored: Stored, *, retried: bool) -> bytes | None:
         headers = {"Content-Type": "application/octet-stream", DIGEST_HEADER: stored.sha256}
+        # an exact Content-Length, so a streamed body is not sent chunked (protocol §13.2)
+        headers["Content-Length"] = str(stored.size)
+        data: bytes | AsyncIterator[bytes] = stored.data if stored.data is not None else _stream(stored)
         if target.authorizer is not None:
             value = await target.authorizer.authorization()
             if value:  # None: a discovered binding before its first 401
@@ -154,7 +228,7 @@ class Forwarder:
                 challenge = response.headers.get("WWW-Authenticate")
                 response.release()
                 if await target.authorizer.on_unauthorized(challenge):
-                    return await self._post(target, stored, data, retried=True)
+                    return await self._post(target, stored, retried=True)
             if response.status in (401, 403):
                 if response.status == 401 and hasattr(target.authorizer, "invalidate"):
                     target.authorizer.invalidate()
@@ -174,6 +248,17 @@ class Forwarder:
             return None
         self._on_outcome(target.hook_id, "ok")
         return ref
+
+    def forget(self, loaded: LoadedConfig, route_key: str, refs: Mapping[str, Mapping[str, Any]]) -> None:
+        """The upstream of ``route_key`` reported content it was sent as unknown: its refs in
+        ``refs`` (what :meth:`prepare` gave that route) are not reused again."""
+        target = self.targets(loaded).get(route_key)
+        if target is None or not refs:
+            return
+        sent = {str(descriptor.get("ref")) for descriptor in refs.values()}
+        for key, (ref, _) in list(self._confirmed.items()):
+            if ref in sent and key[2] == target.endpoint and key[3] == target.credential_id:
+                del self._confirmed[key]
 
     # ------------------------------------------------------------------ one event
     async def prepare(
@@ -223,6 +308,33 @@ class Forwarder:
             if confirmed is not None:  # same descriptor shape as the harness sent, the upstream's ref
                 out.setdefault(key, {})[stored.ref] = {**body, "ref": confirmed}
         return out
+
+
+async def _notify(room: asyncio.Condition) -> None:
+    async with room:
+        room.notify_all()
+
+
+async def _stream(stored: Stored) -> AsyncIterator[bytes]:
+    """A spooled upload, :data:`CHUNK` bytes at a time (read off the event loop)."""
+    assert stored.path is not None
+    handle = await asyncio.to_thread(stored.path.open, "rb")
+    try:
+        left = stored.size
+        while left > 0:
+            chunk = await asyncio.to_thread(handle.read, min(CHUNK, left))
+            if not chunk:
+                raise OSError("spooled upload shorter than stored")
+            left -= len(chunk)
+            yield chunk
+    finally:
+        handle.close()
+
+
+def reports_unknown(failure: Failure) -> bool:
+    """An event receiver's 404: it may answer so for referenced content it does not have
+    (protocol §13.2), so the refs it was sent are not to be trusted again."""
+    return failure.kind is FailureClass.HTTP_STATUS and failure.detail == "HTTP 404"
 
 
 class _Failed(Exception):

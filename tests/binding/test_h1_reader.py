@@ -221,3 +221,26 @@ def test_native_targets_are_read_only_in_their_plain_form_AHP_HTTP_001(target: b
 def test_native_targets_are_handed_off_unless_asked_for() -> None:
     data = post(line=b"POST /native/claude-code HTTP/1.1")
     assert events(data) == [HandOff(data)]
+
+
+SKIPPED_THEN_NEXT = post(body=b'{"refused":"' + b"x" * 200 + b'"}') + post(body=b"{}")
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, len(SKIPPED_THEN_NEXT)])
+def test_a_refused_body_is_never_stored_whatever_the_pieces_AHP_HTTP_001_section_12(size: int) -> None:
+    """Fed in pieces of ``size`` bytes after its head was refused, no byte of the body stays in
+    the buffer; the request after it is read whole."""
+    end = SKIPPED_THEN_NEXT.index(b"\r\n\r\n") + 4
+    reader = h1.Reader(b"/")
+    reader.feed(SKIPPED_THEN_NEXT[:end])
+    assert isinstance(reader.next_event(LIMIT), Head)
+    reader.skip()
+    first_end = len(post(body=b'{"refused":"' + b"x" * 200 + b'"}'))
+    found: list[object] = []
+    for offset in range(end, len(SKIPPED_THEN_NEXT), size):
+        reader.feed(SKIPPED_THEN_NEXT[offset : offset + size])
+        while not isinstance(event := reader.next_event(LIMIT), h1.NeedData):
+            found.append(event)
+        if offset + size < first_end:
+            assert reader.buffered == 0
+    assert found[0] == Skipped() and requests(found) == [b"{}"]
