@@ -28,6 +28,10 @@ class FailureClass(StrEnum):
     TOO_LARGE = "too_large"
     INTERNAL = "internal"
     CIRCUIT_OPEN = "circuit_open"
+    UNENFORCEABLE = "unenforceable"
+    """Not a fault but a decision the request cannot carry: the local policy backend denies and the
+    harness advertised neither ``deny`` nor ``ask``. Never settled as fail-open (a deny must not
+    become "no objection"): the chain ends and the harness gets -32003. Never charged to a breaker."""
     DEADLINE_EXHAUSTED = "deadline_exhausted"
     """Not called at all: earlier upstreams used the whole intercept deadline. Never charged to
     this upstream's breaker or latency; its failure policy still applies."""
@@ -39,7 +43,9 @@ class FailureClass(StrEnum):
         return self not in _NOT_CHARGED
 
 
-_NOT_CHARGED = frozenset((FailureClass.NOT_GRANTED, FailureClass.CIRCUIT_OPEN, FailureClass.DEADLINE_EXHAUSTED))
+_NOT_CHARGED = frozenset(
+    (FailureClass.NOT_GRANTED, FailureClass.UNENFORCEABLE, FailureClass.CIRCUIT_OPEN, FailureClass.DEADLINE_EXHAUSTED)
+)
 
 
 @dataclass(slots=True)
