@@ -5,7 +5,8 @@ metadata's ``jwks_uri``, RFC 8414), cached for ``jwksCacheSeconds`` (a removed k
 a token with an unknown ``kid`` triggers one refetch at most every ``jwksRefetchSeconds`` (single
 flight). An unreachable issuer keeps the last key set. Claims: ``iss`` exactly the issuer, ``aud``
 containing the gateway's resource identifier, ``exp`` required and ``nbf`` honoured with a small
-clock skew, every ``requiredScopes`` entry present. Refusals carry ``WWW-Authenticate: Bearer
+clock skew, every ``requiredScopes`` entry present; the JOSE ``typ`` ``at+jwt`` (RFC 9068 §4) unless
+``requireAccessTokenTyp: false``. Refusals carry ``WWW-Authenticate: Bearer
 resource_metadata="…"`` pointing at the RFC 9728 document the gateway serves.
 """
 
@@ -37,7 +38,10 @@ log = logging.getLogger("ahp_gateway")
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 MAX_TOKEN = 8000
 TIME_CLAIMS = frozenset(("exp", "nbf", "iat", "jti"))
-ACCESS_TOKEN_TYPES = frozenset(("jwt", "at+jwt", "application/at+jwt"))
+ACCESS_TOKEN_TYPES = frozenset(("at+jwt", "application/at+jwt"))
+"""RFC 9068 §4: the ``typ`` an access token must carry (compared case-insensitively)."""
+LENIENT_TOKEN_TYPES = ACCESS_TOKEN_TYPES | {"jwt"}
+"""With ``requireAccessTokenTyp: false``: also ``JWT``, or no ``typ`` at all."""
 
 
 def metadata_path(resource: str) -> str:
@@ -197,7 +201,10 @@ class JwtAuthenticator:
 
         decoded = jwt.decode(token, keys, algorithms=list(self.cfg.algorithms))
         typ = decoded.header.get("typ")
-        if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES):
+        strict = self.cfg.requireAccessTokenTyp
+        if typ is None and not strict:
+            return decoded
+        if not isinstance(typ, str) or typ.lower() not in (ACCESS_TOKEN_TYPES if strict else LENIENT_TOKEN_TYPES):
             raise DecodeError("not an access token")
         return decoded
 
