@@ -55,7 +55,7 @@ FAILURE_CLASS = {
     "huge": "too_large",
     "malformed_json": "invalid_response",
     "wrong_id": "invalid_response",
-    "unadvertised_effect": "invalid_response",
+    "unadvertised_effect": "not_granted",
     "missing_result": "invalid_response",
     "late": "timeout",
     "tls": "connect",

@@ -178,7 +178,8 @@ def read_head(head: bytes, target: bytes, limit: int, native: bool = False) -> _
     elif native and (found := _NATIVE.fullmatch(parsed.url)) is not None:
         event = found.group(2)
         parsed.native = Native(found.group(1).decode(), event.decode() if event is not None else None)
-        media = None  # a native hook's payload is read by its codec, whatever its media type
+        content_type = parsed.content_type
+        media = JSON if content_type == JSON else media_type(content_type)  # JSON only, as on the AHP path
     else:
         return None
     if not isinstance(judge(media, parsed.length, _NO_CODING, limit), Serve):
@@ -234,6 +235,11 @@ class Reader:
     def in_request(self) -> bool:
         """Part of a request has come (a head begun, or a head whose body is due)."""
         return self._need >= 0 or bool(self._buf)
+
+    @property
+    def pending_native(self) -> Native | None:
+        """The native target of the request whose body is being read, if it is one."""
+        return self._native if self._need >= 0 else None
 
     def skip(self) -> None:
         """The request whose :class:`Head` was returned is answered: read past its body, which

@@ -2,7 +2,8 @@
 
 :func:`judge` decides from a request's headers whether its body may be read and evaluated or what
 the refusal is (415 for another media type or content coding, 413 for a declared length over
-``maxBodyBytes``, before any body byte is read); :func:`frame` turns the pipeline's answer into
+``maxBodyBytes``, before any body byte is read; :func:`denied_natively` says which of them a native
+hook endpoint answers with the harness's denial); :func:`frame` turns the pipeline's answer into
 the response (200 with the JSON-RPC response, 202 with no body for a notification). Both HTTP
 adapters (the fast lane and the aiohttp routes) call them, so they answer alike. Bodies with
 ``Content-Encoding`` (gzip or deflate) are decoded by :class:`Decoder` with ``maxBodyBytes``
@@ -60,7 +61,7 @@ def media_type(content_type: str | None) -> str:
 
 def judge(media: str | None, length: int | None, encodings: Sequence[str], limit: int) -> Serve | Refuse:
     """The rules applied from the head of an AHP request (after authentication, protocol §12):
-    ``media`` is its media type (None: not checked, as for native hooks), ``length`` its
+    ``media`` is its media type (None: not checked), ``length`` its
     ``Content-Length`` (None: not declared), ``encodings`` its ``Content-Encoding`` values."""
     if media is not None and media != JSON:
         return Refuse(415, UNSUPPORTED_MEDIA.encode())
@@ -71,6 +72,14 @@ def judge(media: str | None, length: int | None, encodings: Sequence[str], limit
     if length is not None and length > limit:
         return Refuse(413, f"body exceeds {limit} bytes\n".encode())
     return Serve(coding, limit)
+
+
+def denied_natively(refusal: Refuse) -> bool:
+    """Whether ``POST /native/<harness>`` answers this refusal with the harness's own denial (2xx)
+    instead of its status: native HTTP hooks proceed on any non-2xx, so every refusal of a body on
+    size or shape is a denial. Only 415 stays: a web page can post another media type without a
+    CORS preflight, such a request is never processed, and a real hook always sends JSON."""
+    return refusal.status != 415
 
 
 def frame(answer: bytes | None) -> tuple[int, str | None, bytes]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from gateway.protocol import headers as header_syntax
 from gateway.protocol import v01
@@ -459,6 +459,10 @@ class InboundOAuth(Model):
     jwksCacheSeconds: float = Field(3600.0, ge=0, description="JWKS older than this is fetched again (key removal).")
     algorithms: list[str] = Field(default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"], min_length=1)
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for the issuer.")
+    requireAccessTokenTyp: StrictBool = Field(
+        True,
+        description="Only tokens whose JOSE typ is at+jwt (RFC 9068 §4); false also accepts typ JWT or none.",
+    )
 
     @field_validator("algorithms")
     @classmethod

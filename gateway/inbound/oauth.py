@@ -5,7 +5,9 @@ metadata's ``jwks_uri``, RFC 8414), cached for ``jwksCacheSeconds`` (a removed k
 a token with an unknown ``kid`` triggers one refetch at most every ``jwksRefetchSeconds`` (single
 flight). An unreachable issuer keeps the last key set. Claims: ``iss`` exactly the issuer, ``aud``
 containing the gateway's resource identifier, ``exp`` required and ``nbf`` honoured with a small
-clock skew, every ``requiredScopes`` entry present. Refusals carry ``WWW-Authenticate: Bearer
+clock skew, every ``requiredScopes`` entry present; the JOSE ``typ`` ``at+jwt`` (RFC 9068 §4) unless
+``requireAccessTokenTyp: false``. The principal is named by ``sub``, or ``client_id:<client_id>``
+for a token without one, so the two namespaces never meet. Refusals carry ``WWW-Authenticate: Bearer
 resource_metadata="…"`` pointing at the RFC 9728 document the gateway serves.
 """
 
@@ -37,7 +39,13 @@ log = logging.getLogger("ahp_gateway")
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 MAX_TOKEN = 8000
 TIME_CLAIMS = frozenset(("exp", "nbf", "iat", "jti"))
-ACCESS_TOKEN_TYPES = frozenset(("jwt", "at+jwt", "application/at+jwt"))
+ACCESS_TOKEN_TYPES = frozenset(("at+jwt", "application/at+jwt"))
+"""RFC 9068 §4: the ``typ`` an access token must carry (compared case-insensitively)."""
+LENIENT_TOKEN_TYPES = ACCESS_TOKEN_TYPES | {"jwt"}
+"""With ``requireAccessTokenTyp: false``: also ``JWT``, or no ``typ`` at all."""
+CLIENT_PREFIX = "client_id:"
+"""The principal name of a token without ``sub`` is its ``client_id`` under this prefix, and a
+``sub`` that starts with it is refused: a subject and a client never share a name (nor uploads)."""
 
 
 def metadata_path(resource: str) -> str:
@@ -197,7 +205,10 @@ class JwtAuthenticator:
 
         decoded = jwt.decode(token, keys, algorithms=list(self.cfg.algorithms))
         typ = decoded.header.get("typ")
-        if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES):
+        strict = self.cfg.requireAccessTokenTyp
+        if typ is None and not strict:
+            return decoded
+        if not isinstance(typ, str) or typ.lower() not in (ACCESS_TOKEN_TYPES if strict else LENIENT_TOKEN_TYPES):
             raise DecodeError("not an access token")
         return decoded
 
@@ -223,14 +234,26 @@ class JwtAuthenticator:
         granted = _scopes(claims)
         if any(scope not in granted for scope in self.cfg.requiredScopes):
             return Refusal(403, "insufficient_scope", self._scope)
-        name = claims.get("sub") or claims.get("client_id")
-        if not isinstance(name, str) or not name:
+        name = _principal_name(claims)
+        if name is None:
             return Refusal(401, "invalid_token", self._invalid)
         attributes: dict[str, Any] = {
             k: v for k, v in claims.items() if k not in TIME_CLAIMS and isinstance(v, str | int | float | bool | list)
         }
         attributes["scopes"] = sorted(granted)
         return Principal(name, MappingProxyType(attributes), "oauth")
+
+
+def _principal_name(claims: dict[str, Any]) -> str | None:
+    """``sub`` as it is (routing by subject keeps working), else ``client_id:<client_id>``; None
+    when neither is a non-empty string, or when ``sub`` poses as a qualified client id."""
+    sub = claims.get("sub")
+    if sub is not None and sub != "":  # an empty sub is absent, as before
+        if not isinstance(sub, str) or sub.startswith(CLIENT_PREFIX):
+            return None
+        return sub
+    client = claims.get("client_id")
+    return CLIENT_PREFIX + client if isinstance(client, str) and client else None
 
 
 def _scopes(claims: dict[str, Any]) -> set[str]:

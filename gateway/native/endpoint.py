@@ -5,9 +5,12 @@ with the same codec the command adapter uses, runs the AHP message through the s
 body, since an HTTP hook can only decide through a 2xx JSON body.
 
 Failures inside the gateway already settle as AHP answers (a fail-closed upstream becomes a deny);
-a pipeline fault or an unusable answer is decided here as under ``--on-error deny``. A payload
-the codec cannot read gets 400, which the harness treats as a non-blocking error (fail-open
-unless the hook entry sets ``onFailure: "block"``).
+a pipeline fault or an unusable answer is decided here as under ``--on-error deny``. Both
+harnesses' HTTP hooks treat any non-2xx answer as a non-blocking error (the call proceeds), so a
+body the endpoint will not evaluate (too large, a broken coding, unreadable or unknown payload) is
+answered with the harness's own denial in a 200 (:func:`refused`), never with 400 or 413. Only a
+media type other than JSON is 415 (the binding's rule, before any byte of the body is read): a
+web page can post ``text/plain`` without a CORS preflight, and a real hook always sends JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from gateway.native import HTTP_HARNESSES, flow
+from gateway.native.claude import ClaudeFamilyCodec
 from gateway.native.model import Codec, NativeAnswer
 
 log = logging.getLogger("ahp_gateway")
@@ -38,18 +42,29 @@ def _native(answer: NativeAnswer) -> tuple[int, bytes]:
     return 200, (answer.stdout or "{}").encode("utf-8", "surrogatepass")
 
 
+def refused(harness: str, event: str | None, why: str) -> tuple[int, bytes]:
+    """(HTTP status, body) for a native body the endpoint will not evaluate: 200 with the
+    harness's own denial (404 for a harness without an HTTP endpoint)."""
+    if harness not in HTTP_HARNESSES:
+        return 404, f"no native HTTP endpoint for {harness[:40]!r}; use the command adapter\n".encode()
+    log.warning("native %s hook body refused (%s): denied", harness, why)
+    codec = _codec(harness)
+    assert isinstance(codec, ClaudeFamilyCodec), f"{harness} needs a refusal encoder"  # both HTTP harnesses
+    return _native(codec.refusal(event))
+
+
 async def handle_native(
     harness: str, body: bytes, headers: Mapping[str, str], decide: Decide, *, event: str | None = None
 ) -> tuple[int, bytes]:
-    """(HTTP status, body) for one native HTTP hook call: 200 with the native JSON answer, or
-    404/400 with a plain-text reason."""
+    """(HTTP status, body) for one native HTTP hook call: 200 with the native JSON answer (a
+    denial for a payload the codec cannot read), or 404 with a plain-text reason."""
     if harness not in HTTP_HARNESSES:
         return 404, f"no native HTTP endpoint for {harness[:40]!r}; use the command adapter\n".encode()
     codec = _codec(harness)
     prepared = flow.prepare(codec, body, event, "deny")
     if prepared.answer is not None:
         if prepared.tr is None and prepared.answer.exit_code != 0:
-            return 400, prepared.answer.stderr.encode()
+            return refused(harness, event, prepared.answer.stderr.strip() or "unusable payload")
         return _native(prepared.answer)
     assert prepared.tr is not None and prepared.body is not None
     forwarded = {k: v for k, v in headers.items() if k.lower() != "x-ahp-front-end"}

@@ -127,9 +127,10 @@ def fold(route: Route, settled: Accepted | Failure, chain: ChainState, record: S
             route.hook_id,
             settled.kind.value,
             settled.detail,
-            "fail-closed" if route.fail_closed else "fail-open",
+            "fail-closed" if route.fail_closed or settled.kind is FailureClass.UNENFORCEABLE else "fail-open",
         )
-        if route.fail_closed:
+        if route.fail_closed or settled.kind is FailureClass.UNENFORCEABLE:
+            # An unenforceable deny is a decision, not a fault: fail-open must not drop it.
             record.outcome = StepOutcome.FAILED_CLOSED
             return route.hook_id, settled.kind.value
         record.outcome = StepOutcome.FAILED_OPEN

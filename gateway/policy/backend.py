@@ -4,7 +4,9 @@ It is just another upstream behind the same :class:`~gateway.upstream.base.Call`
 reuses the request's CEL activation (rebound when an earlier upstream modified the event) and
 answers with its effect list directly: no JSON-RPC envelope is built and parsed again, but the
 effects still go through the same grant checks and settlement as a remote answer. A rule
-evaluation error is an operational failure of this backend, so its failure policy applies.
+evaluation error is an operational failure of this backend, so its failure policy applies; a
+deny the harness can carry neither as deny nor as ask is ``unenforceable``, which ends the chain
+under any policy (the harness gets -32003).
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class LocalPolicyUpstream:
         result = self.evaluate(call)
         if result.error is not None:
             return Failure(FailureClass.INTERNAL, f"rule {result.error.rule}: {result.error.result}")
+        if result.unenforceable is not None:
+            return Failure(
+                FailureClass.UNENFORCEABLE, f"rule {result.unenforceable.rule} denies; neither deny nor ask advertised"
+            )
         return Reply(effects=result.effects)
 
     async def observe(

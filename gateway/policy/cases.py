@@ -121,6 +121,16 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
             f"rule {result.error.rule}: {result.error.result}",
             fired,
         )
+    if result.unenforceable is not None:
+        return CaseResult(
+            file,
+            case.name,
+            False,
+            case.expect,
+            result.effects,
+            f"rule {result.unenforceable.rule} denies, but the capabilities carry neither deny nor ask (-32003)",
+            fired,
+        )
     return CaseResult(file, case.name, subset(case.expect, result.effects), case.expect, result.effects, None, fired)
 
 

@@ -145,7 +145,8 @@ class TraceEntry:
     result: bool | str
     """True / False, or the evaluation error message."""
     emitted: str | None
-    """The effect type emitted, ``suppressed`` when neither effect nor fallback was advertised."""
+    """The effect type emitted, ``suppressed`` when neither effect nor fallback was advertised,
+    ``unenforceable`` for a deny the advertisement can carry neither as deny nor as ask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,9 @@ class Evaluation:
     effects: list[dict[str, Any]]
     trace: list[TraceEntry]
     error: TraceEntry | None = None
+    unenforceable: TraceEntry | None = None
+    """The rule that denies although the harness advertised neither ``deny`` nor ``ask``: no
+    honest effect list exists, so the backend answers ``unenforceable`` (the harness gets -32003)."""
 
 
 @dataclass(frozen=True)
@@ -239,9 +243,10 @@ class Library:
                 if trace:
                     entries.append(TraceEntry(rule.id, rule.file, False, None))
                 continue
-            chosen = _usable(rule.effect, caps, advertised) or (
-                _usable(rule.fallback, caps, advertised) if rule.fallback else None
-            )
+            chosen = _chosen(rule, caps, advertised)
+            if chosen is UNENFORCEABLE:
+                entry = TraceEntry(rule.id, rule.file, True, UNENFORCEABLE_MARK)
+                return Evaluation(effects, [*entries, entry], unenforceable=entry)
             if trace:
                 entries.append(TraceEntry(rule.id, rule.file, True, chosen.kind if chosen else "suppressed"))
             if chosen is None:
@@ -253,11 +258,35 @@ class Library:
                     asked = True
             else:
                 effects.append(_effect(chosen, rule))
-            if kind == "deny":
-                break
+            if kind == "deny" or chosen is ASK_FOR_DENY:
+                break  # an ask standing in for a deny ends the evaluation as the deny would
         if memo is not None and key is not None and known is None:
             memo.put(key, tuple(seen))
         return Evaluation(effects, entries)
+
+
+ASK_FOR_DENY = EffectSpec(ask=AskSpec())
+"""What a deny becomes for a harness that advertised ``ask`` but not ``deny``."""
+UNENFORCEABLE = EffectSpec(deny=DenySpec(reason="unenforceable", code=None))
+"""Marker (compared by identity): the rule denies and the harness can enforce neither deny nor ask."""
+UNENFORCEABLE_MARK = "unenforceable"
+
+
+def _chosen(rule: Rule, caps: Mapping[str, Any], advertised: Sequence[str]) -> EffectSpec | None:
+    """The effect a matching rule emits for this advertisement. A deny (the rule's effect or its
+    fallback) never becomes "no objection": without ``deny`` it is the strongest permission
+    effect the harness can enforce, ``ask``, and without that too it is :data:`UNENFORCEABLE`."""
+    chosen = _usable(rule.effect, caps, advertised)
+    if chosen is None and rule.effect.kind == "deny" and "ask" in advertised:
+        chosen = ASK_FOR_DENY
+    if chosen is None and rule.fallback is not None:
+        chosen = _usable(rule.fallback, caps, advertised)
+        if chosen is None and rule.fallback.kind == "deny" and "ask" in advertised:
+            chosen = ASK_FOR_DENY
+    denies = rule.effect.kind == "deny" or (rule.fallback is not None and rule.fallback.kind == "deny")
+    if denies and (chosen is None or chosen.kind not in ("deny", "ask")):
+        return UNENFORCEABLE
+    return chosen
 
 
 def _usable(spec: EffectSpec | None, caps: Mapping[str, Any], advertised: Sequence[str]) -> EffectSpec | None:

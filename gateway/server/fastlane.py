@@ -37,7 +37,7 @@ from gateway.binding.rules import body_timeout_reason, frame
 from gateway.config.models import Limits
 from gateway.inbound.gate import Peer
 from gateway.inbound.principal import Principal, Refusal
-from gateway.native.endpoint import handle_native
+from gateway.native.endpoint import handle_native, refused
 from gateway.pipeline.exchange import Exchange
 from gateway.server.guard import refusal_text
 from gateway.server.limits import ConnectionGuard, _Guarded
@@ -394,8 +394,13 @@ class FastLane(_Guarded):
         if self._refused:  # already answered: no 408 for a body nobody waits for
             self.close()
             return
-        text = (body_timeout_reason(self._lane.limits().bodyTimeoutMs / 1000) + "\n").encode()
-        self._write(response(408, text, TEXT, close=True), True)
+        reason = body_timeout_reason(self._lane.limits().bodyTimeoutMs / 1000)
+        native = self._reader.pending_native
+        if native is not None:  # a native hook proceeds on a 408: its own denial (as on aiohttp)
+            status, payload = refused(native.harness, native.event, reason)
+            self._write(response(status, payload, _JSON if status == 200 else _PLAIN, close=True), True)
+        else:
+            self._write(response(408, (reason + "\n").encode(), TEXT, close=True), True)
         if self._lane.on_body_timeout is not None:
             self._lane.on_body_timeout()
 

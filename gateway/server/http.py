@@ -15,10 +15,10 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from gateway.binding.rules import JSON, BodyRejected, Serve, frame, judge
+from gateway.binding.rules import JSON, BodyRejected, Refuse, Serve, denied_natively, frame, judge
 from gateway.config.models import Limits
 from gateway.inbound.principal import Principal
-from gateway.native.endpoint import handle_native
+from gateway.native.endpoint import handle_native, refused
 from gateway.pipeline.gateway import Handler
 from gateway.server.guard import Guard
 from gateway.server.limits import read_body
@@ -40,7 +40,7 @@ def build_app(
         """The caller, before any byte of the body is read (protocol §12), or the refusal."""
         return await guard.principal(request) if guard is not None else None
 
-    async def read(request: web.Request, media: str | None) -> bytes | web.StreamResponse:
+    async def read(request: web.Request, media: str | None) -> bytes | Refuse:
         """The body, if the binding rules allow it (:func:`judge`), within ``maxBodyBytes``
         (decoded size) and ``bodyTimeoutMs``; otherwise the refusal."""
         current = limits()
@@ -56,7 +56,13 @@ def build_app(
                 if exc.status == 408 and on_body_timeout is not None:
                     on_body_timeout()
                 verdict = exc.refusal()
-        response = web.Response(status=verdict.status, text=verdict.body.decode())
+        return verdict
+
+    def refusal(verdict: Refuse, status: int | None = None, body: bytes | None = None) -> web.Response:
+        if status is None:
+            response = web.Response(status=verdict.status, text=verdict.body.decode())
+        else:
+            response = web.Response(status=status, body=body, content_type=JSON if status == 200 else "text/plain")
         if verdict.close:
             response.force_close()  # the rest of the stream cannot be trusted to frame a next request
         return response
@@ -70,28 +76,31 @@ def build_app(
         if isinstance(principal, web.StreamResponse):
             return principal
         body = await read(request, request.content_type)
-        if isinstance(body, web.StreamResponse):
-            return body
+        if isinstance(body, Refuse):
+            return refusal(body)
         status, content_type, payload = frame(await evaluate(body, request.headers, principal))
         if content_type is None:
             return web.Response(status=status)
         return web.Response(status=status, body=payload, content_type=content_type)
 
     async def native(request: web.Request) -> web.StreamResponse:
-        """``POST /native/<harness>``: a native HTTP hook through the same pipeline (any media type)."""
+        """``POST /native/<harness>``: a native HTTP hook through the same pipeline (JSON only; a
+        body refused on size or shape gets the harness's own denial, :func:`denied_natively`)."""
         principal = await authenticate(request)
         if isinstance(principal, web.StreamResponse):
             return principal
-        body = await read(request, None)
-        if isinstance(body, web.StreamResponse):
-            return body
+        harness, event = request.match_info["harness"], request.query.get("event")
+        body = await read(request, request.content_type)
+        if isinstance(body, Refuse):
+            if not denied_natively(body):
+                return refusal(body)
+            return refusal(body, *refused(harness, event, body.body.decode().strip()))
 
         async def decide(message: bytes, headers: Mapping[str, str]) -> tuple[int, bytes | None]:
             status, _, payload = frame(await evaluate(message, headers, principal))
             return status, payload if status == 200 else None
 
-        harness = request.match_info["harness"]
-        status, payload = await handle_native(harness, body, request.headers, decide, event=request.query.get("event"))
+        status, payload = await handle_native(harness, body, request.headers, decide, event=event)
         return web.Response(status=status, body=payload, content_type=JSON if status == 200 else "text/plain")
 
     if guard is not None:

@@ -41,6 +41,10 @@ def _invalid(detail: str) -> Failure:
     return Failure(FailureClass.INVALID_RESPONSE, detail)
 
 
+def _not_granted(detail: str) -> Failure:
+    return Failure(FailureClass.NOT_GRANTED, detail)
+
+
 def accept(reply: Reply, exp: Expectation) -> Accepted | Failure:
     """The whole answer, or the failure that rejects all of it."""
     if reply.effects is not None:
@@ -71,7 +75,7 @@ def accept_effects(effects: list[dict[str, Any]], exp: Expectation) -> Accepted 
     its effects are built from validated rule specs, with no envelope around them)."""
     problem = _grant_problem(effects, exp)
     if problem:
-        return _invalid(problem)
+        return _not_granted(problem)
     staged = _stage(effects, exp)
     if isinstance(staged, Failure):
         return staged
@@ -109,8 +113,8 @@ def _stage(effects: list[dict[str, Any]], exp: Expectation) -> dict[str, Any] | 
         return None
     event = exp.event
     staged = apply_modifications(event, mods, exp.event_type)
-    if staged is None:
-        return _invalid("modification target is missing or has the wrong shape")
+    if staged is None:  # the caller's event shapes the target, so it is request-dependent
+        return _not_granted("modification target is missing or has the wrong shape")
     if not exp.event_check.ok(staged):
         return _invalid("modified event is not a valid event")
     return None if json_equal(staged, event) else staged

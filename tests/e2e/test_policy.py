@@ -141,7 +141,8 @@ async def test_fallback_applies_when_the_effect_is_not_advertised(gateway_factor
     _, body = await post(http, gw.url, intercept(tool_before("cat .env"), {"effects": ["deny"]}))
     assert body["result"]["effects"][0]["reason"] == "reading .env needs approval"
     _, body = await post(http, gw.url, intercept(tool_before("cat .env"), {"effects": ["message"]}))
-    assert body["result"]["effects"] == []  # neither ask nor deny can be enforced here
+    # Neither ask nor deny can be enforced here: -32003, never "no objection" (issue 28 item 2).
+    assert body["error"]["code"] == -32003
 
 
 @pytest.mark.parametrize("policy", ["fail-open", "fail-closed"])

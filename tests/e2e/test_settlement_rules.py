@@ -46,9 +46,15 @@ def _answer(rid: Any, effects: list[dict[str, Any]]) -> bytes:
 
 
 def _reason(outcome: Accepted | Failure) -> str:
+    """The rejection's detail; what the request did not grant is ``not_granted`` (never charged to
+    the breaker: issue 28 item 1), everything else ``invalid_response``."""
     assert isinstance(outcome, Failure), outcome
-    assert outcome.kind is FailureClass.INVALID_RESPONSE
+    request_caused = outcome.detail.startswith(_REQUEST_CAUSED)
+    assert outcome.kind is (FailureClass.NOT_GRANTED if request_caused else FailureClass.INVALID_RESPONSE), outcome
     return outcome.detail
+
+
+_REQUEST_CAUSED = ("unadvertised", "continuation allowance", "compaction edits", "modification target")
 
 
 # --- response id: value and JSON type ---------------------------------------------------------------

@@ -214,7 +214,7 @@ def routed_to(stubs: dict[str, Any]) -> dict[str, int]:
 @LANES
 @pytest.mark.spec("AHP-SEC-001")
 async def test_claims_cannot_pose_as_another_principal_protocol_12(routed, auth_server, fast, tmp_path):
-    """README: the principal is ``sub`` (else ``client_id``); ``principal.name`` and
+    """README: the principal is ``sub`` (else ``client_id:<client_id>``, issue 28 item 3); ``principal.name`` and
     ``principal.attributes`` reach CEL. Claims named ``name`` or ``principal``, a ``client_id``
     next to a ``sub``, an object ``sub``, and a 4 KB ``sub`` do not make the caller ``admin``,
     and the decision log records the name exactly."""
@@ -224,7 +224,7 @@ async def test_claims_cannot_pose_as_another_principal_protocol_12(routed, auth_
     cases = [
         ({"sub": "svc-a", "name": "admin", "principal": {"name": "admin"}}, 200, "other"),
         ({"sub": "svc-a", "client_id": "admin"}, 200, "other"),
-        ({"sub": "", "client_id": "admin"}, 200, "admin"),  # the documented fallback
+        ({"sub": "", "client_id": "admin"}, 200, "other"),  # the fallback, qualified: client_id:admin
         ({"sub": {"name": "admin"}, "client_id": "admin"}, 401, None),
         ({"sub": "admin " * 700}, 200, "other"),
         ({"sub": "Admin"}, 200, "other"),
@@ -241,7 +241,7 @@ async def test_claims_cannot_pose_as_another_principal_protocol_12(routed, auth_
     log_file = tmp_path / f"d{int(fast)}.jsonl"
     await wait_for(lambda: log_file.exists() and len(log_file.read_text().splitlines()) == 7)
     names = [json.loads(line)["principal"] for line in log_file.read_text().splitlines()]
-    assert names[3] == "admin " * 700 and names[2] == "admin"
+    assert names[3] == "admin " * 700 and names[2] == "client_id:admin"
 
 
 @LANES

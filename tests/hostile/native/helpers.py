@@ -183,11 +183,22 @@ def allowed(channel: str, harness: str, a: Answer) -> None:
         assert a == Answer(0, "", ""), a
 
 
+def native_refusal(harness: str, a: Answer) -> None:
+    """``/native/<harness>``'s answer to a body it will not evaluate: the harness's own denial in
+    a 200, since its HTTP hook proceeds on any non-2xx (issue 28 item 4)."""
+    assert a.code == 0, a
+    out = json.loads(a.out)
+    if harness == "copilot":
+        assert out["permissionDecision"] == "deny", a
+    else:
+        assert out.get("decision") == "block" or out["hookSpecificOutput"]["permissionDecision"] == "deny", a
+
+
 def well_formed(channel: str, harness: str, a: Answer) -> None:
     """Whatever the verdict, the answer is in the native contract: exit 0 (+ JSON or nothing) or
-    exit 2 (+ reason on stderr); the HTTP endpoint answers 200 + a JSON object or 400."""
+    exit 2 (+ reason on stderr); the HTTP endpoint answers 200 + a JSON object."""
     if channel == "http":
-        assert a.code in (0, 400), a
+        assert a.code == 0, a
         if a.code == 0:
             assert isinstance(json.loads(a.out), dict)
         return

@@ -37,6 +37,7 @@ from tests.hostile.native.helpers import (
     call,
     denial,
     encode,
+    native_refusal,
     policy_denial,
     pre_tool,
     shell,
@@ -172,8 +173,7 @@ async def test_alternate_tool_names_and_casing_are_denied(send: Send, channel: s
     """README "Translation" keeps the native tool name unchanged; `facts.tool` lower-cases it and
     treats any tool with a `command` as shell. A dangerous command must be denied whatever name
     and casing the harness (or a look-alike) uses; a missing name is an unusable payload, which
-    fails closed (command adapter: exit 2; HTTP endpoint: 400, documented as the harness's
-    non-blocking error, blocking only with `onFailure: "block"`)."""
+    fails closed (command adapter: exit 2; HTTP endpoint: the harness's own denial in a 200)."""
     failures = []
     for name in TOOL_NAMES:
         for command in (FORCE_PUSH, RM_ROOT):
@@ -182,7 +182,7 @@ async def test_alternate_tool_names_and_casing_are_denied(send: Send, channel: s
             try:
                 if not name:
                     if channel == "http":
-                        assert a.code == 400 and "no tool name" in a.err, a
+                        native_refusal(harness, a)
                     else:
                         assert (a.code, a.out) == (2, "") and "blocking (--on-error deny)" in a.err, a
                 elif name == "mcp__x__bash":
@@ -315,7 +315,7 @@ async def test_tool_name_or_input_of_the_wrong_type(send: Send, channel: str, ha
         payload["toolName" if harness == "copilot" else "tool_name"] = name
         a = await call(send, channel, harness, payload, event)
         if channel == "http":
-            assert a.code == 400 and "no tool name" in a.err, (name, a)
+            native_refusal(harness, a)
         else:
             assert (a.code, a.out) == (2, "") and "no tool name" in a.err, (name, a)
     payload, event = shell(harness, RM_ROOT)

@@ -13,6 +13,7 @@ from tests.hostile.native.helpers import (
     Send,
     call,
     denial,
+    native_refusal,
     shell,
 )
 
@@ -28,12 +29,12 @@ NOT_JSON = [b"{not json", b"", b"[]", b'"PreToolUse"', b"null", b"\xff\xfe{}", b
 async def test_a_payload_that_is_not_a_json_object_fails_closed(send: Send, channel: str, harness: str) -> None:
     """README "Failure honesty" / native-hooks §7.1: an unreadable payload is never let through
     by the command adapter (exit 2 blocks in every supported harness's command hooks); the HTTP
-    endpoint answers 400 (documented: the harness's non-blocking error unless `onFailure: "block"`)."""
+    endpoint answers the harness's own denial in a 200 (a non-2xx would let the call proceed)."""
     event = "preToolUse" if harness == "copilot" else None
     for raw in NOT_JSON:
         a = await send(channel, harness, raw, event)
         if channel == "http":
-            assert a.code == 400 and "unusable native payload" in a.err, (raw[:20], a)
+            native_refusal(harness, a)
         else:
             assert a == Answer(2, "", a.err) and "blocking (--on-error deny)" in a.err, (raw[:20], a)
 
@@ -58,12 +59,15 @@ async def test_unmapped_and_nameless_events(send: Send, channel: str, harness: s
     nameless = {k: v for k, v in payload.items() if k != field}
     a = await call(send, channel, harness, nameless, None)
     if channel == "http":
-        assert a.code == 400 and "no hook event name" in a.err, a
+        native_refusal(harness, a)
     else:
         assert (a.code, a.out) == (2, "") and "no hook event name" in a.err, a
     for bad in (5, None, ["PreToolUse"], ""):
         a = await call(send, channel, harness, {**payload, field: bad}, None)
-        assert a.code in (2, 400), (bad, a)
+        if channel == "http":
+            native_refusal(harness, a)
+        else:
+            assert a.code == 2, (bad, a)
 
 
 @pytest.mark.spec("AHP-FAIL-001")
@@ -71,12 +75,11 @@ async def test_unmapped_and_nameless_events(send: Send, channel: str, harness: s
 async def test_payload_over_the_gateway_body_limit_fails_closed(send: Send, channel: str, harness: str) -> None:
     """A command padded past the gateway's `limits.maxBodyBytes` (1 MiB in the bundled
     configuration) is refused by the gateway. Through the command adapter the native answer is
-    then a denial, never a pass; a native HTTP hook gets the listener's 413 before the payload can
-    be read, which the README's failure tables state (fail-closed only where the harness blocks on
-    a non-2xx answer, e.g. Claude Code's `onFailure: "block"`)."""
+    then a denial, never a pass; a native HTTP hook gets the harness's own denial in a 200 before
+    the payload is read (a 413 would let the call proceed: issue 28 item 4)."""
     payload, event = shell(harness, "ls; " + "#" * 1_200_000 + "\n" + RM_ROOT)
     a = await call(send, channel, harness, payload, event)
     if channel == "http":
-        assert a.code == 413, a
+        native_refusal(harness, a)
         return
     assert SYNTHETIC in denial(channel, harness, event, a), a

@@ -250,15 +250,19 @@ def test_what_the_key_cannot_encode_exactly_is_not_remembered(tmp_path, level):
 
 
 def test_a_deny_that_stopped_evaluation_leaves_later_rules_to_evaluate(tmp_path):
-    """Remembered after a deny ended the evaluation; a harness without deny gets the fallback and
-    the later rules, evaluated then (they were never evaluated before)."""
+    """Remembered after a deny ended the evaluation; a harness without deny and ask gets the same
+    answer as without the memo: the deny is unenforceable (never its message fallback, issue 28
+    item 2), and the later rules stay unevaluated."""
     library = _library(tmp_path, RULES)
     values = _values(_event(name="x", input={"n": 1, "flag": False, "stop": True, "needed": "no"}))
     first = library.evaluate("tool.before", ENGINE.activation(values), CAPS)
     assert [e["type"] for e in first.effects] == ["message", "message", "deny"]
     got, want = _both(library, values, {"effects": ["message"]})
     assert got == want
-    assert [e.get("text") for e in got.effects] == ["name", "int", "would stop", "after"]
+    assert got.unenforceable is not None and got.unenforceable.rule == "deny"
+    got, want = _both(library, values, {"effects": ["message", "ask"]})
+    assert got == want
+    assert [e.get("text", e["type"]) for e in got.effects] == ["name", "int", "ask"]
 
 
 def test_an_evaluation_error_is_never_remembered(tmp_path):
