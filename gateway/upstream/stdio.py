@@ -11,7 +11,10 @@ back off exponentially (:func:`restart_delay`), and one good exchange resets it.
 status 0 completes the exchange.
 
 Children run the command directly (never a shell) with a minimal environment plus the
-transport's ``env``. Their stderr is logged line by line, each line cut to
+transport's ``env``, each in its own process group: a wrapper (``sh -c``, ``npx``, ``uv run``)
+starts the real backend as a grandchild, so killing only the direct child would orphan it. A
+child is ended by signalling its whole group, SIGTERM and SIGKILL after
+:data:`KILL_GRACE_SECONDS` (:func:`terminate_group`), on a timeout, a discarded child and close. Their stderr is logged line by line, each line cut to
 :data:`STDERR_LINE_CHARS` characters and at most :data:`STDERR_BURST` lines at once (refilled at
 :data:`STDERR_RATE` per second); the rest is dropped and the number dropped is logged.
 """
@@ -22,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +44,7 @@ RESTART_MAX_SECONDS = 5.0
 STDERR_LINE_CHARS = 500
 STDERR_BURST = 50
 STDERR_RATE = 10.0
+KILL_GRACE_SECONDS = 1.0
 
 
 def restart_delay(failures: int) -> float:
@@ -58,6 +63,35 @@ class _Slot:
     proc: asyncio.subprocess.Process | None = None
     failures: int = 0
     not_before: float = 0.0
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the process group; False when no member is left."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the group id was reused by someone else's process: not ours to kill
+        return False
+    return True
+
+
+async def terminate_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECONDS) -> None:
+    """End the child's process group (the child and everything it started): SIGTERM, then
+    SIGKILL for whatever is still there after ``grace`` seconds, then reap the child."""
+    pgid = proc.pid  # the child leads its own group (start_new_session)
+    if _signal_group(pgid, signal.SIGTERM):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while loop.time() < deadline:
+            if proc.returncode is not None and not _signal_group(pgid, 0):
+                break  # the child is reaped and no grandchild is left
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), 0.02)
+        _signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()  # the group is gone but the child is not reaped yet (or not a leader)
+    await proc.wait()
 
 
 class _Restarting(Exception):
@@ -130,6 +164,7 @@ class StdioUpstream:
             cwd=self._cwd,
             env=self._env,
             limit=self._limit,
+            start_new_session=True,
         )
         self.starts += 1
         assert proc.stderr is not None
@@ -193,10 +228,9 @@ class StdioUpstream:
         slot.not_before = asyncio.get_running_loop().time() + restart_delay(slot.failures)
 
     def _kill(self, proc: asyncio.subprocess.Process | None) -> None:
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            self._track(proc.wait(), "stdio-reap")
+        """End the child's whole process group in the background (never only the wrapper)."""
+        if proc is not None:
+            self._track(terminate_group(proc), "stdio-reap")
 
     def _discard(self, slot: _Slot, *, failed: bool = True) -> None:
         """Kill the slot's child; a failure (not a cancellation) feeds the restart back-off."""
@@ -315,22 +349,31 @@ class StdioUpstream:
                 proc.stdin.write(line)
                 await proc.stdin.drain()
                 proc.stdin.close()
-                self._track(proc.wait(), "stdio-reap")
+                self._track(self._reap_group(proc), "stdio-reap")
                 return None
         except TimeoutError:
             return Failure(FailureClass.TIMEOUT, "observe delivery timed out")
         except (OSError, ValueError) as exc:
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
 
+    async def _reap_group(self, proc: asyncio.subprocess.Process) -> None:
+        """A per-event child ends on its own; what it left behind in its group does not outlive it."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 60)
+        await terminate_group(proc)
+
     async def aclose(self) -> None:
+        """Ask every child to stop (stdin closed), then end each process group, so neither the
+        children nor anything they started outlives the upstream."""
+        procs = [slot.proc for slot in self._slots if slot.proc is not None]
         for slot in self._slots:
-            proc, slot.proc = slot.proc, None
-            if proc is not None and proc.returncode is None:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-                try:
-                    await asyncio.wait_for(proc.wait(), 2)
-                except TimeoutError:
-                    self._kill(proc)
+            slot.proc = None
+        for proc in procs:
+            if proc.stdin is not None and proc.returncode is None:
+                proc.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), 2)
+        for proc in procs:
+            self._kill(proc)
         if self._pending:
             await asyncio.wait(self._pending, timeout=5)

@@ -1,0 +1,109 @@
+"""Resilience of stdio upstreams with real child processes (AHP-STDIO-001): wrappers whose
+grandchildren must not outlive a kill, slow starters, hot reloads and stderr floods."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, gateway_config, intercept, post, tool_before, wait_for
+
+SYNTHETIC = "org.example.gateway.upstream_unavailable"
+PY = shlex.quote(sys.executable)
+
+
+def pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie is dead: it only waits for its parent to reap it)."""
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wrapped(
+    script: str,
+    *,
+    hook: str = "org.example.wrapped",
+    timeout: int = 5000,
+    policy: str = "fail-closed",
+    env: dict[str, str] | None = None,
+    **transport: Any,
+) -> dict[str, Any]:
+    """A hooks entry whose command is a wrapper shell (the shape of ``npx`` and ``uv run``): the
+    backend is the shell's grandchild, never exec'd in its place (``; exit $?``)."""
+    return {
+        "id": hook,
+        "transport": {
+            "type": "stdio",
+            "command": "/bin/sh",
+            "args": ["-c", f"{script}; exit $?"],
+            "lifecycle": "persistent",
+            "cwd": str(ROOT),
+            "env": env or {},
+            **transport,
+        },
+        "subscriptions": [
+            {
+                "mode": "intercept",
+                "events": ["tool.before"],
+                "timeoutMs": timeout,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
+        ],
+    }
+
+
+def lingering(pid_file: Path) -> str:
+    """A background grandchild that writes its pid and lives on (stdin is /dev/null for it, so
+    closing the wrapper's stdin does not end it): what ``npx`` leaves behind."""
+    code = "import os,sys,time; open(sys.argv[1],'a').write(f'{os.getpid()}\\n'); time.sleep(120)"
+    return f"{PY} -c {shlex.quote(code)} {shlex.quote(str(pid_file))} &"
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. grandchildren of a wrapper
+
+
+@pytest.mark.spec("AHP-STDIO-001")
+async def test_wrapper_grandchildren_are_killed_on_timeout(gateway_factory, http, tmp_path):
+    """A timed-out child is killed with its process group: the python grandchild the wrapper
+    shell started is gone too, not orphaned (one orphan per timeout before)."""
+    starts = tmp_path / "starts"
+    gw = await gateway_factory(
+        gateway_config(
+            [wrapped(f"{PY} -m tests.stdio_scripted hang-on stuck", timeout=300, env={"STARTS_FILE": str(starts)})],
+            limits={"deadlineMs": 2000},
+        )
+    )
+    for n in range(1, 4):
+        _, body = await post(http, gw.url, intercept(tool_before("stuck")))
+        assert body["result"]["effects"][0]["code"] == SYNTHETIC
+        await wait_for(lambda n=n: len(pids(starts)) == n)
+    await wait_for(lambda: not any(alive(p) for p in pids(starts)), 10)
+
+
+@pytest.mark.spec("AHP-STDIO-001")
+async def test_wrapper_grandchildren_are_killed_on_shutdown(gateway_factory, http, tmp_path):
+    """Shutdown ends every child's process group, including a grandchild that ignores stdin."""
+    linger = tmp_path / "linger"
+    gw = await gateway_factory(
+        gateway_config([wrapped(f"{lingering(linger)} {PY} -m tests.stdio_scripted ok")], limits={"deadlineMs": 5000})
+    )
+    _, body = await post(http, gw.url, intercept(tool_before("ls")))
+    assert body["result"]["effects"] == []
+    await wait_for(lambda: len(pids(linger)) == 1)
+    assert alive(pids(linger)[0])
+    await gw.stop()
+    await wait_for(lambda: not alive(pids(linger)[0]), 10)
