@@ -3,6 +3,7 @@ grandchildren must not outlive a kill, slow starters, hot reloads and stderr flo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import sys
@@ -65,6 +66,14 @@ def wrapped(
     }
 
 
+def scripted(mode: str, *args: str, starts: Path | None = None, **options: Any) -> dict[str, Any]:
+    """A hooks entry running ``tests.stdio_scripted`` directly (no wrapper)."""
+    entry = wrapped("", env={"STARTS_FILE": str(starts)} if starts else None, **options)
+    entry["transport"]["command"] = sys.executable
+    entry["transport"]["args"] = ["-m", "tests.stdio_scripted", mode, *args]
+    return entry
+
+
 def lingering(pid_file: Path) -> str:
     """A background grandchild that writes its pid and lives on (stdin is /dev/null for it, so
     closing the wrapper's stdin does not end it): what ``npx`` leaves behind."""
@@ -107,3 +116,45 @@ async def test_wrapper_grandchildren_are_killed_on_shutdown(gateway_factory, htt
     assert alive(pids(linger)[0])
     await gw.stop()
     await wait_for(lambda: not alive(pids(linger)[0]), 10)
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. hot reload keeps unchanged pools
+
+
+@pytest.mark.spec("AHP-STDIO-001")
+async def test_reload_with_unchanged_file_keeps_the_warm_pool(gateway_factory, http, tmp_path):
+    """A reload that leaves a stdio upstream unchanged keeps its children: under load no request
+    falls back to the fail-open answer, every answer comes from the same child, and retiring the
+    old snapshot does not kill it (before: a cold child per reload, fail-open answers meanwhile)."""
+    starts = tmp_path / "starts"
+    gw = await gateway_factory(
+        gateway_config(
+            [scripted("pid", starts=starts, timeout=1500, policy="fail-open", pool={"size": 2})],
+            limits={"deadlineMs": 3000},
+        )
+    )
+    answers: list[str] = []
+    stop = asyncio.Event()
+
+    async def load() -> None:
+        while not stop.is_set():
+            _, body = await post(http, gw.url, intercept(tool_before("git push --force")))
+            effects = body["result"]["effects"]
+            answers.append(effects[0]["reason"] if effects else "fail-open")
+
+    workers = [asyncio.ensure_future(load()) for _ in range(2)]
+    await wait_for(lambda: len(answers) >= 10 and len(pids(starts)) == 2)  # both children warm
+    before = set(pids(starts))
+    assert await gw.reload()
+    reloaded_at = len(answers)
+    await wait_for(lambda: len(answers) >= reloaded_at + 40, 15)
+    assert await gw.reload()
+    reloaded_at = len(answers)
+    await wait_for(lambda: len(answers) >= reloaded_at + 40, 15)
+    stop.set()
+    await asyncio.gather(*workers)
+    assert "fail-open" not in answers
+    assert set(pids(starts)) == before
+    assert {a.split()[1] for a in answers} <= {str(p) for p in before}
+    assert all(alive(p) for p in before)

@@ -149,6 +149,17 @@ class StdioUpstream:
         """Children started so far (a restart counts too)."""
         self._pending: set[asyncio.Task[Any]] = set()
         """Reapers and stderr readers; awaited on close so no child outlives the upstream."""
+        self.identity: tuple[Any, ...] = (
+            hook_id,
+            tuple(self._argv),
+            lifecycle,
+            self._cwd,
+            tuple(sorted(env.items())),
+            max_line_bytes,
+            self.pool_size,
+        )
+        """What the children depend on: a reload that leaves it unchanged keeps this pool (and its
+        warm children) instead of starting cold ones (:class:`gateway.runtime.LiveState`)."""
 
     def _track(self, coro: Any, name: str) -> None:
         task = tasks.spawn(coro, name=f"{name}-{self.hook_id}")
