@@ -7,11 +7,13 @@ import asyncio
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.observability.metrics import Metrics
 from tests.conftest import ROOT, gateway_config, intercept, post, tool_before, wait_for
 
 SYNTHETIC = "org.example.gateway.upstream_unavailable"
@@ -158,3 +160,64 @@ async def test_reload_with_unchanged_file_keeps_the_warm_pool(gateway_factory, h
     assert set(pids(starts)) == before
     assert {a.split()[1] for a in answers} <= {str(p) for p in before}
     assert all(alive(p) for p in before)
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. a stderr flood
+
+
+FLOOD = """
+import json, os, sys, threading
+block = b"".join(b"noise %d " % i + b"x" * 60 + b"\\n" for i in range(1000))
+def flood():
+    while True:
+        os.write(2, block)
+threading.Thread(target=flood, daemon=True).start()
+for raw in sys.stdin:
+    request = json.loads(raw)
+    version = request["params"]["protocolVersion"]
+    result = {"protocolVersion": version, "effects": []}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_a_stderr_flood_does_not_keep_the_gateway_busy(gateway_factory, http, tmp_path):
+    """A child writing stderr as fast as it can: the gateway reads it at a bounded rate (the
+    child's full pipe slows it down) and drops what it cannot log unparsed, so the gateway's CPU
+    time over a few seconds stays a small share of wall time (before: a busy core) and an
+    intercept through the flooding child and a sibling still answers promptly."""
+    flooding = wrapped("", hook="org.example.flood", timeout=3000)
+    flooding["transport"].update(command=sys.executable, args=["-c", FLOOD])
+    sibling = scripted("pid", hook="org.example.sibling", timeout=3000)
+    metrics = Metrics()  # receives the dropped-byte counts
+    gw = await gateway_factory(gateway_config([flooding, sibling], limits={"deadlineMs": 5000}))
+    _, body = await post(http, gw.url, intercept(tool_before("git push --force")))  # starts both
+    assert body["result"]["effects"][0]["reason"].startswith("pid ")
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0.3)  # the flood is under way before measuring
+    wall, cpu = loop.time(), time.process_time()
+    latencies = []
+    while loop.time() - wall < 3.0:
+        started = loop.time()
+        _, body = await post(http, gw.url, intercept(tool_before("git push --force")))
+        latencies.append(loop.time() - started)
+        assert body["result"]["effects"][0]["reason"].startswith("pid ")
+        await asyncio.sleep(0.2)
+    share = (time.process_time() - cpu) / (loop.time() - wall)
+    assert share < 0.3, share
+    assert max(latencies) < 1.0, latencies
+    text = metrics.render()[0].decode()
+    dropped = [line for line in text.splitlines() if line.startswith("ahp_gateway_stdio_stderr_dropped_bytes_total{")]
+    assert dropped and float(dropped[0].split()[-1]) > 0
+
+
+def test_dropped_stderr_bytes_are_a_metric():
+    """The stdio transport holds no metrics object: a registered Metrics gets its events."""
+    from gateway.upstream import stdio
+
+    metrics = Metrics()
+    stdio._notify("stdio_stderr_dropped", "org.example.flood", 4096)
+    stdio._notify("stdio_stderr_dropped", "org.example.flood", 1000)
+    text = metrics.render()[0].decode()
+    assert 'ahp_gateway_stdio_stderr_dropped_bytes_total{upstream="org.example.flood"} 5096.0' in text

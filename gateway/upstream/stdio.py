@@ -14,9 +14,14 @@ Children run the command directly (never a shell) with a minimal environment plu
 transport's ``env``, each in its own process group: a wrapper (``sh -c``, ``npx``, ``uv run``)
 starts the real backend as a grandchild, so killing only the direct child would orphan it. A
 child is ended by signalling its whole group, SIGTERM and SIGKILL after
-:data:`KILL_GRACE_SECONDS` (:func:`terminate_group`), on a timeout, a discarded child and close. Their stderr is logged line by line, each line cut to
-:data:`STDERR_LINE_CHARS` characters and at most :data:`STDERR_BURST` lines at once (refilled at
-:data:`STDERR_RATE` per second); the rest is dropped and the number dropped is logged.
+:data:`KILL_GRACE_SECONDS` (:func:`terminate_group`), on a timeout, a discarded child and close.
+
+Their stderr is logged line by line, each line cut to :data:`STDERR_LINE_CHARS` characters and at
+most :data:`STDERR_BURST` lines at once (refilled at :data:`STDERR_RATE` per second); the rest is
+dropped unparsed (counted, not split into lines) and the number dropped is logged. Reading is
+bounded too, to :data:`STDERR_READ_BYTES` per :data:`STDERR_WINDOW_SECONDS`: a child flooding
+stderr is slowed by its own full pipe instead of keeping the gateway's event loop busy (the rate
+is far above what diagnostics need).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import logging
 import os
 import signal
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +51,21 @@ STDERR_LINE_CHARS = 500
 STDERR_BURST = 50
 STDERR_RATE = 10.0
 KILL_GRACE_SECONDS = 1.0
+STDERR_CHUNK = 64 * 1024
+STDERR_WINDOW_SECONDS = 0.1
+STDERR_READ_BYTES = 128 * 1024
+"""At most this much stderr is read per window (1.25 MiB/s per child); beyond it the pipe fills."""
+
+WATCHERS: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Metrics sinks (:class:`gateway.observability.metrics.Metrics` registers itself): they get
+``stdio_stderr_dropped(hook_id, nbytes)``. A transport
+never holds a metrics object, so this is the one way its events reach the metrics."""
+
+
+def _notify(event: str, *args: Any) -> None:
+    for watcher in list(WATCHERS):
+        with contextlib.suppress(Exception):
+            getattr(watcher, event)(*args)
 
 
 def restart_delay(failures: int) -> float:
@@ -106,6 +127,13 @@ class StderrBudget:
         self.tokens = float(burst)
         self.last = clock()
         self.dropped = 0
+
+    def available(self) -> bool:
+        """Whether a line may be logged now (refills; takes nothing)."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        return self.tokens >= 1
 
     def take(self) -> bool:
         now = self.clock()
@@ -179,7 +207,7 @@ class StdioUpstream:
         )
         self.starts += 1
         assert proc.stderr is not None
-        self._track(self._drain_stderr(proc.stderr, proc.pid), "stdio-stderr")
+        self._track(self._drain_stderr(proc.stderr, proc), "stdio-stderr")
         return proc
 
     async def _start(self) -> asyncio.subprocess.Process:
@@ -196,25 +224,50 @@ class StdioUpstream:
         if not task.cancelled() and task.exception() is None:
             self._kill(task.result())
 
-    async def _drain_stderr(self, stream: asyncio.StreamReader, pid: int) -> None:
-        """Diagnostics belong on stderr: log them bounded, and never let the pipe fill up."""
+    async def _drain_stderr(self, stream: asyncio.StreamReader, proc: asyncio.subprocess.Process) -> None:
+        """Diagnostics belong on stderr: log them bounded, drop the excess without parsing it,
+        and read at a bounded rate (a flood must not cost the gateway a core) while the child
+        runs; what is left after it exited is drained at once (close must not wait on it)."""
+        pid = proc.pid
         budget = StderrBudget()
+        loop = asyncio.get_running_loop()
+        window_end, window_bytes = loop.time() + STDERR_WINDOW_SECONDS, 0
         pending = b""
+        dropped_bytes = 0
         with contextlib.suppress(Exception):
-            while chunk := await stream.read(4096):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                if len(pending) > STDERR_LINE_CHARS:  # an endless line: log its start, drop the rest
-                    lines.append(pending)
+            while chunk := await stream.read(STDERR_CHUNK):
+                if not budget.available():  # nothing could be logged: count, never split
+                    budget.dropped += chunk.count(b"\n")
+                    dropped_bytes += len(chunk) + len(pending)
+                    _notify("stdio_stderr_dropped", self.hook_id, len(chunk) + len(pending))
                     pending = b""
-                for line in lines:
-                    if budget.take():
-                        text = line[:STDERR_LINE_CHARS].decode(errors="replace").rstrip()
-                        log.info("%s[%d] stderr: %s", self.hook_id, pid, text)
+                else:
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    if len(pending) > STDERR_LINE_CHARS:  # an endless line: log its start, drop the rest
+                        lines.append(pending)
+                        pending = b""
+                    for line in lines:
+                        if budget.take():
+                            text = line[:STDERR_LINE_CHARS].decode(errors="replace").rstrip()
+                            log.info("%s[%d] stderr: %s", self.hook_id, pid, text)
+                window_bytes += len(chunk)
+                now = loop.time()
+                if now >= window_end:
+                    window_end, window_bytes = now + STDERR_WINDOW_SECONDS, 0
+                elif window_bytes >= STDERR_READ_BYTES and proc.returncode is None:  # let the pipe fill
+                    await asyncio.sleep(window_end - now)
+                    window_end, window_bytes = loop.time() + STDERR_WINDOW_SECONDS, 0
             if pending and budget.take():
                 log.info("%s[%d] stderr: %s", self.hook_id, pid, pending[:STDERR_LINE_CHARS].decode(errors="replace"))
-        if budget.dropped:
-            log.warning("%s[%d]: %d stderr lines dropped (rate limit)", self.hook_id, pid, budget.dropped)
+        if budget.dropped or dropped_bytes:
+            log.warning(
+                "%s[%d]: %d stderr lines dropped (rate limit, %d bytes unparsed)",
+                self.hook_id,
+                pid,
+                budget.dropped,
+                dropped_bytes,
+            )
 
     # ------------------------------------------------------------------ the persistent pool
     async def _ready(self, slot: _Slot, deadline: float) -> asyncio.subprocess.Process:
