@@ -117,9 +117,16 @@ class LiveState(Breakers):
         self.stdio: dict[tuple[Any, ...], StdioUpstream] = {}
 
     def adopt_pools(self, upstreams: tuple[Upstream, ...]) -> None:
-        """Make exactly the stdio upstreams of the live snapshot the ones a build may keep."""
+        """Make exactly the stdio upstreams of the live snapshot the ones a build may keep, and
+        start their ``minIdle`` children (a kept pool's are running already)."""
         pools = (transport_of(u) for u in upstreams)
         self.stdio = {u.identity: u for u in pools if isinstance(u, StdioUpstream)}
+        for upstream in self.stdio.values():
+            upstream.warm()
+
+    def unready_pools(self) -> list[str]:
+        """stdio upstreams whose children end without ever answering (for /readyz, like open circuits)."""
+        return sorted(u.hook_id for u in self.stdio.values() if u.unready)
 
 
 class RuntimeHolder:
@@ -376,4 +383,6 @@ def _upstream(
         env=transport.env,
         max_line_bytes=loaded.config.limits.maxResponseBytes,
         pool_size=transport.pool.size if transport.pool else 1,
+        min_idle=transport.pool.minIdle if transport.pool else 0,
+        start_timeout=(transport.pool.startTimeoutMs if transport.pool else 5000) / 1000,
     )

@@ -89,8 +89,9 @@ def lingering(pid_file: Path) -> str:
 
 @pytest.mark.spec("AHP-STDIO-001")
 async def test_wrapper_grandchildren_are_killed_on_timeout(gateway_factory, http, tmp_path):
-    """A timed-out child is killed with its process group: the python grandchild the wrapper
-    shell started is gone too, not orphaned (one orphan per timeout before)."""
+    """A timed-out child (one that has answered before) is killed with its process group: the
+    python grandchild the wrapper shell started is gone too, not orphaned (one orphan per timeout
+    before)."""
     starts = tmp_path / "starts"
     gw = await gateway_factory(
         gateway_config(
@@ -99,6 +100,8 @@ async def test_wrapper_grandchildren_are_killed_on_timeout(gateway_factory, http
         )
     )
     for n in range(1, 4):
+        _, body = await post(http, gw.url, intercept(tool_before("ls")))  # started: not kept as starting
+        assert body["result"]["effects"] == []
         _, body = await post(http, gw.url, intercept(tool_before("stuck")))
         assert body["result"]["effects"][0]["code"] == SYNTHETIC
         await wait_for(lambda n=n: len(pids(starts)) == n)
@@ -221,3 +224,89 @@ def test_dropped_stderr_bytes_are_a_metric():
     stdio._notify("stdio_stderr_dropped", "org.example.flood", 1000)
     text = metrics.render()[0].decode()
     assert 'ahp_gateway_stdio_stderr_dropped_bytes_total{upstream="org.example.flood"} 5096.0' in text
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. a backend that starts slower than timeoutMs
+
+
+def real_answers(bodies: list[Any]) -> int:
+    return sum(
+        1 for body in bodies if body["result"]["effects"] and body["result"]["effects"][0]["reason"][:4] == "pid "
+    )
+
+
+@pytest.mark.spec("AHP-STDIO-001")
+async def test_a_backend_slower_to_start_than_the_timeout_becomes_ready(gateway_factory, http, tmp_path):
+    """A child that needs 1.2 s to start, at timeoutMs 1000: the request that started it times
+    out (fail-open), but the child is kept, its late answer dropped by id, and it answers the
+    following requests; one child in all (before: a new child per request, no real answer)."""
+    starts = tmp_path / "starts"
+    entry = wrapped(
+        f"sleep 1.2; {PY} -m tests.stdio_scripted pid",
+        timeout=1000,
+        policy="fail-open",
+        env={"STARTS_FILE": str(starts)},
+    )
+    gw = await gateway_factory(gateway_config([entry], limits={"deadlineMs": 3000}))
+    bodies = [(await post(http, gw.url, intercept(tool_before("ls"))))[1] for _ in range(8)]
+    assert real_answers(bodies) >= 6, bodies
+    assert len(pids(starts)) == 1
+
+
+@pytest.mark.spec("AHP-STDIO-001")
+async def test_min_idle_children_start_at_load(gateway_factory, http, tmp_path):
+    """``pool.minIdle`` children start when the configuration goes live, so even the first
+    request finds a slow starter ready."""
+    starts = tmp_path / "starts"
+    entry = wrapped(
+        f"sleep 1.2; {PY} -m tests.stdio_scripted pid",
+        timeout=1000,
+        policy="fail-open",
+        env={"STARTS_FILE": str(starts)},
+        pool={"size": 2, "minIdle": 2},
+    )
+    gw = await gateway_factory(gateway_config([entry], limits={"deadlineMs": 3000}))
+    await wait_for(lambda: len(pids(starts)) == 2, 15)
+    _, first = await post(http, gw.url, intercept(tool_before("ls")))
+    assert real_answers([first]) == 1, first
+
+
+async def test_a_pool_that_never_becomes_ready_is_reported(gateway_factory, http, tmp_path):
+    """A child that never answers is killed after ``startTimeoutMs`` and the pool is reported
+    unready (``ahp_gateway_stdio_pool_unready`` and the holder's list for /readyz)."""
+    metrics = Metrics()
+    entry = wrapped("sleep 60", hook="org.example.mute", timeout=200, policy="fail-open", pool={"startTimeoutMs": 400})
+    gw = await gateway_factory(gateway_config([entry], limits={"deadlineMs": 1000}))
+
+    def gauge() -> float | None:
+        for line in metrics.render()[0].decode().splitlines():
+            if line.startswith('ahp_gateway_stdio_pool_unready{upstream="org.example.mute"}'):
+                return float(line.split()[-1])
+        return None
+
+    await wait_for(lambda: gauge() == 0.0)  # reported from load on
+    _, body = await post(http, gw.url, intercept(tool_before("ls")))
+    assert body["result"]["effects"] == []  # fail-open
+    await wait_for(lambda: gauge() == 1.0, 5)
+    assert gw.holder.breakers.unready_pools() == ["org.example.mute"]
+
+
+@pytest.mark.parametrize(
+    ("pool", "message"),
+    [
+        ({"size": 2, "minIdle": 3}, "minIdle (3) must not exceed size (2)"),
+        ({"startTimeoutMs": 0}, "greater than or equal to 1"),
+    ],
+)
+def test_pool_start_settings_are_validated(tmp_path, pool, message):
+    import json
+
+    from gateway.config.issues import ConfigError
+    from gateway.config.load import load
+
+    path = tmp_path / "gateway.json"
+    path.write_text(json.dumps(gateway_config([wrapped("true", pool=pool)])))
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    assert message in str(info.value.issues)

@@ -209,6 +209,14 @@ SPECS: tuple[Spec, ...] = (
         "livemax",
     ),
     Spec(
+        "pool_unready",
+        "gauge",
+        "ahp_gateway_stdio_pool_unready",
+        "1 while a persistent stdio upstream has no child that ever became ready to answer.",
+        ("upstream",),
+        "livemax",
+    ),
+    Spec(
         "stderr_dropped",
         "counter",
         "ahp_gateway_stdio_stderr_dropped_bytes_total",
@@ -442,6 +450,7 @@ class Metrics:
     last_reload: Any
     config_ok: Any
     circuit_open: Any
+    pool_unready: Any
     stderr_dropped: Any
     connections_open: Any
     connections_closed: Any
@@ -489,6 +498,9 @@ class Metrics:
 
     def stdio_stderr_dropped(self, upstream: str, nbytes: int) -> None:
         self.child(self.stderr_dropped, upstream).inc(nbytes)
+
+    def stdio_unready(self, upstream: str, unready: bool) -> None:
+        self.child(self.pool_unready, upstream).set(1 if unready else 0)
 
     def child(self, family: Any, *labels: str) -> Any:
         """The bound child for ``labels`` (cached: a labels() lookup costs microseconds)."""

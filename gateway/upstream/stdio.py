@@ -7,6 +7,13 @@ malformed output (a banner, a partial or over-long line, a stale id) or exits is
 replaced, so a stale line can never answer a later request; restarts of a slot that keeps failing
 back off exponentially (:func:`restart_delay`), and one good exchange resets it.
 
+A child that has not answered yet is *starting*: when its first request times out it is not
+killed (a backend that needs longer than ``timeoutMs`` to start would otherwise never become
+ready, each request starting a new child). It keeps its slot until its late answer arrives (read
+and dropped by id) or ``pool.startTimeoutMs`` after its start. ``pool.minIdle`` children start
+ahead of need, when a snapshot with the upstream goes live (:meth:`StdioUpstream.warm`). A pool
+whose children end without ever answering is reported (``stdio_unready`` to :data:`WATCHERS`).
+
 ``per_event``: one child per message, stdin closed after the line, at most one line read; exit
 status 0 completes the exchange.
 
@@ -58,7 +65,7 @@ STDERR_READ_BYTES = 128 * 1024
 
 WATCHERS: weakref.WeakSet[Any] = weakref.WeakSet()
 """Metrics sinks (:class:`gateway.observability.metrics.Metrics` registers itself): they get
-``stdio_stderr_dropped(hook_id, nbytes)``. A transport
+``stdio_stderr_dropped(hook_id, nbytes)`` and ``stdio_unready(hook_id, unready)``. A transport
 never holds a metrics object, so this is the one way its events reach the metrics."""
 
 
@@ -84,6 +91,10 @@ class _Slot:
     proc: asyncio.subprocess.Process | None = None
     failures: int = 0
     not_before: float = 0.0
+    started: float = 0.0
+    """Loop time the current child started."""
+    answered: bool = False
+    """Whether the current child has answered once (until then it is starting)."""
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -161,6 +172,8 @@ class StdioUpstream:
         env: Mapping[str, str],
         max_line_bytes: int,
         pool_size: int = 1,
+        min_idle: int = 0,
+        start_timeout: float = 5.0,
     ) -> None:
         self.hook_id = hook_id
         self._argv = [command, *args]
@@ -169,6 +182,11 @@ class StdioUpstream:
         self._env = {k: os.environ[k] for k in BASE_ENV if k in os.environ} | dict(env)
         self._limit = max_line_bytes
         self.pool_size = pool_size if self._persistent else 1
+        self.min_idle = min(min_idle, self.pool_size) if self._persistent else 0
+        self.start_timeout = start_timeout
+        self.unready = False
+        """The last child that ended had never answered, and none has answered since."""
+        self._closed = False
         self._slots = [_Slot(i) for i in range(self.pool_size)]
         self._idle: asyncio.LifoQueue[_Slot] = asyncio.LifoQueue()
         for slot in reversed(self._slots):
@@ -185,6 +203,8 @@ class StdioUpstream:
             tuple(sorted(env.items())),
             max_line_bytes,
             self.pool_size,
+            self.min_idle,
+            start_timeout,
         )
         """What the children depend on: a reload that leaves it unchanged keeps this pool (and its
         warm children) instead of starting cold ones (:class:`gateway.runtime.LiveState`)."""
@@ -209,6 +229,48 @@ class StdioUpstream:
         assert proc.stderr is not None
         self._track(self._drain_stderr(proc.stderr, proc), "stdio-stderr")
         return proc
+
+    def warm(self) -> None:
+        """Start ``minIdle`` children ahead of need (at load and reload), in the background; a
+        no-op for children already running. Needs a running event loop (else nothing starts)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        _notify("stdio_unready", self.hook_id, self.unready)
+        if self.min_idle:
+            self._track(self._warm(), "stdio-warm")
+
+    async def _warm(self) -> None:
+        taken: list[_Slot] = []
+        try:
+            while len(taken) < self.min_idle and not self._idle.empty():
+                taken.append(self._idle.get_nowait())  # out of the pool while its child starts
+            loop = asyncio.get_running_loop()
+            for slot in taken:
+                if self._closed or (slot.proc is not None and slot.proc.returncode is None):
+                    continue
+                if slot.not_before > loop.time():
+                    continue  # backing off: it starts on demand
+                with contextlib.suppress(OSError):
+                    slot.proc = await self._start()
+                    slot.started, slot.answered = loop.time(), False
+                self._drop_if_closed(slot)
+        finally:
+            for slot in reversed(taken):
+                self._idle.put_nowait(slot)
+
+    def _drop_if_closed(self, slot: _Slot) -> None:
+        """A child whose start finished after close is killed at once (nothing may outlive close)."""
+        if self._closed:
+            self._discard(slot, failed=False)
+
+    def _set_unready(self, unready: bool) -> None:
+        if unready != self.unready and not self._closed:
+            self.unready = unready
+            if unready:
+                log.warning("%s: a child ended without ever answering; the pool is not ready", self.hook_id)
+            _notify("stdio_unready", self.hook_id, unready)
 
     async def _start(self) -> asyncio.subprocess.Process:
         """``_spawn_process``, but a child whose start is cancelled (a deadline) is killed once it exists
@@ -284,9 +346,12 @@ class StdioUpstream:
                 raise _Restarting
             await asyncio.sleep(wait)
         slot.proc = await self._start()
+        slot.started, slot.answered = loop.time(), False
         return slot.proc
 
     def _failed(self, slot: _Slot) -> None:
+        if not slot.answered:
+            self._set_unready(True)
         slot.proc = None
         slot.failures += 1
         slot.not_before = asyncio.get_running_loop().time() + restart_delay(slot.failures)
@@ -308,6 +373,7 @@ class StdioUpstream:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         slot: _Slot | None = None
+        written = False
         try:
             async with asyncio.timeout(timeout):
                 slot = await self._idle.get()
@@ -315,18 +381,23 @@ class StdioUpstream:
                 assert proc.stdin is not None
                 proc.stdin.write(line)
                 await proc.stdin.drain()
+                written = True
                 if not answer:
                     return None
                 outcome, correlated = await self._read_answer(proc, rid, close=False)
             if not correlated:
                 self._discard(slot)  # malformed output or a stale id: never reuse this child
             else:
-                slot.failures = 0
+                self._answered(slot)
             return outcome
         except _Restarting:
             return Failure(FailureClass.CONNECT, "backend restarting after repeated failures (back-off)")
         except TimeoutError:
-            if slot is not None:
+            if slot is not None and answer and written and self._starting(slot):
+                assert slot.proc is not None
+                self._track(self._late_answer(slot, slot.proc, rid), "stdio-starting")
+                slot = None  # the late-answer reader gives the slot back
+            elif slot is not None:
                 self._discard(slot)
             return Failure(FailureClass.TIMEOUT, f"no answer within {timeout * 1000:.0f} ms")
         except ValueError:  # a line above the limit
@@ -344,6 +415,44 @@ class StdioUpstream:
         finally:
             if slot is not None:
                 self._idle.put_nowait(slot)
+
+    def _answered(self, slot: _Slot) -> None:
+        slot.failures = 0
+        slot.answered = True
+        self._set_unready(False)
+
+    def _starting(self, slot: _Slot) -> bool:
+        """A running child that has not answered yet and is still inside its start allowance."""
+        proc = slot.proc
+        return (
+            proc is not None
+            and proc.returncode is None
+            and not slot.answered
+            and asyncio.get_running_loop().time() < slot.started + self.start_timeout
+        )
+
+    async def _late_answer(self, slot: _Slot, proc: asyncio.subprocess.Process, rid: Any) -> None:
+        """Keep a starting child whose first request timed out: read that request's late answer
+        and drop it (matched by id), then the child serves the pool; no answer by the end of its
+        start allowance, or any other line, and it is killed like any failed child."""
+        try:
+            async with asyncio.timeout_at(slot.started + self.start_timeout):
+                _, correlated = await self._read_answer(proc, rid, close=False)
+            if correlated and slot.proc is proc and proc.returncode is None:
+                self._answered(slot)
+                log.info("%s: child %d answered after its start; late answer dropped", self.hook_id, proc.pid)
+            elif slot.proc is proc:
+                self._discard(slot)
+        except (TimeoutError, ValueError, OSError):
+            if slot.proc is proc:
+                log.warning("%s: child %d did not answer within its start allowance", self.hook_id, proc.pid)
+                self._discard(slot)
+        except asyncio.CancelledError:
+            if slot.proc is proc:
+                self._discard(slot, failed=False)
+            raise
+        finally:
+            self._idle.put_nowait(slot)
 
     async def _read_answer(
         self, proc: asyncio.subprocess.Process, rid: Any, *, close: bool
@@ -429,6 +538,7 @@ class StdioUpstream:
     async def aclose(self) -> None:
         """Ask every child to stop (stdin closed), then end each process group, so neither the
         children nor anything they started outlives the upstream."""
+        self._closed = True
         procs = [slot.proc for slot in self._slots if slot.proc is not None]
         for slot in self._slots:
             slot.proc = None
