@@ -123,6 +123,19 @@ async def test_wrapper_grandchildren_are_killed_on_shutdown(gateway_factory, htt
     await wait_for(lambda: not alive(pids(linger)[0]), 10)
 
 
+async def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(gateway_factory, http, tmp_path):
+    """SIGTERM first, then SIGKILL for what is still in the group after the grace: a grandchild
+    that ignores SIGTERM (inherited ``trap '' TERM``) does not survive shutdown either."""
+    linger = tmp_path / "linger"
+    script = f"trap '' TERM; {lingering(linger)} {PY} -m tests.stdio_scripted ok"
+    gw = await gateway_factory(gateway_config([wrapped(script)], limits={"deadlineMs": 5000}))
+    _, body = await post(http, gw.url, intercept(tool_before("ls")))
+    assert body["result"]["effects"] == []
+    await wait_for(lambda: len(pids(linger)) == 1)
+    await gw.stop()
+    await wait_for(lambda: not alive(pids(linger)[0]), 10)
+
+
 # ------------------------------------------------------------------------------------------------
 # 3. hot reload keeps unchanged pools
 

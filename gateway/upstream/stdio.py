@@ -116,14 +116,18 @@ async def terminate_group(proc: asyncio.subprocess.Process, grace: float = KILL_
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         while loop.time() < deadline:
-            if proc.returncode is not None and not _signal_group(pgid, 0):
-                break  # the child is reaped and no grandchild is left
+            if proc.returncode is not None:
+                if not _signal_group(pgid, 0):
+                    break  # the child is reaped and no grandchild is left
+                await asyncio.sleep(0.02)  # grandchildren still there: poll, never spin
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(proc.wait()), 0.02)
         _signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()  # the group is gone but the child is not reaped yet (or not a leader)
-    await proc.wait()
+    with contextlib.suppress(TimeoutError):  # wait() also waits for the pipes, which a process
+        await asyncio.wait_for(proc.wait(), 5)  # that left the group (setsid) may still hold
 
 
 class _Restarting(Exception):
@@ -545,8 +549,10 @@ class StdioUpstream:
         for proc in procs:
             if proc.stdin is not None and proc.returncode is None:
                 proc.stdin.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), 2)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 2
+        while any(p.returncode is None for p in procs) and loop.time() < deadline:
+            await asyncio.sleep(0.02)  # returncode, not wait(): a grandchild may hold the pipes open
         for proc in procs:
             self._kill(proc)
         if self._pending:
