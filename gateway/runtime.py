@@ -131,9 +131,9 @@ class LiveState(Breakers):
 
 class RuntimeHolder:
     """The one owner of the live snapshot: what new requests start on, who still uses a
-    replaced one, and the circuit breakers that outlive snapshots."""
+    replaced one, and the circuit breakers and stdio pools that outlive snapshots."""
 
-    def __init__(self, current: RuntimeConfig, breakers: Breakers | None = None) -> None:
+    def __init__(self, current: RuntimeConfig, breakers: LiveState | None = None) -> None:
         self.current = current
         self.breakers = breakers or LiveState()
         self.breakers.adopt(current.breakers)
@@ -141,8 +141,7 @@ class RuntimeHolder:
         self._users: dict[int, int] = {}
 
     def _adopt_pools(self, snap: RuntimeConfig) -> None:
-        if isinstance(self.breakers, LiveState):
-            self.breakers.adopt_pools(snap.upstreams)
+        self.breakers.adopt_pools(snap.upstreams)
 
     def acquire(self) -> RuntimeConfig:
         """The snapshot a new request runs on; give it back with :meth:`release`."""

@@ -136,6 +136,22 @@ async def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(gateway_f
     await wait_for(lambda: not alive(pids(linger)[0]), 10)
 
 
+@pytest.mark.spec("AHP-STDIO-001")
+async def test_a_per_event_wrapper_answers_and_its_grandchild_goes(gateway_factory, http, tmp_path):
+    """per_event: the wrapper's exit status completes the exchange even while a grandchild it
+    left behind holds the pipes (before: the exchange waited for the pipes and timed out), and
+    that grandchild is ended with the child's group."""
+    linger = tmp_path / "linger"
+    script = f"{lingering(linger)} {PY} -m tests.stdio_scripted ok"
+    gw = await gateway_factory(
+        gateway_config([wrapped(script, lifecycle="per_event", timeout=1500)], limits={"deadlineMs": 3000})
+    )
+    _, body = await post(http, gw.url, intercept(tool_before("ls")))
+    assert body["result"]["effects"] == []
+    await wait_for(lambda: len(pids(linger)) == 1)
+    await wait_for(lambda: not alive(pids(linger)[0]), 10)
+
+
 # ------------------------------------------------------------------------------------------------
 # 3. hot reload keeps unchanged pools
 

@@ -130,6 +130,14 @@ async def terminate_group(proc: asyncio.subprocess.Process, grace: float = KILL_
         await asyncio.wait_for(proc.wait(), 5)  # that left the group (setsid) may still hold
 
 
+async def exit_status(proc: asyncio.subprocess.Process) -> int:
+    """The child's exit status as soon as it exits. ``proc.wait()`` also waits for its pipes to
+    close, which never happens while a grandchild (a wrapper's backend) still holds them."""
+    while proc.returncode is None:
+        await asyncio.sleep(0.002)
+    return proc.returncode
+
+
 class _Restarting(Exception):
     """The slot's restart back-off does not end before the deadline."""
 
@@ -191,6 +199,8 @@ class StdioUpstream:
         self.unready = False
         """The last child that ended had never answered, and none has answered since."""
         self._closed = False
+        self._running: set[asyncio.subprocess.Process] = set()
+        """Every child not known to have exited (per-event ones too): close ends their groups."""
         self._slots = [_Slot(i) for i in range(self.pool_size)]
         self._idle: asyncio.LifoQueue[_Slot] = asyncio.LifoQueue()
         for slot in reversed(self._slots):
@@ -230,6 +240,8 @@ class StdioUpstream:
             start_new_session=True,
         )
         self.starts += 1
+        self._running = {p for p in self._running if p.returncode is None}
+        self._running.add(proc)
         assert proc.stderr is not None
         self._track(self._drain_stderr(proc.stderr, proc), "stdio-stderr")
         return proc
@@ -495,7 +507,8 @@ class StdioUpstream:
                 if isinstance(reply, Failure):
                     self._kill(proc)
                     return reply
-                code = await proc.wait()
+                code = await exit_status(proc)
+                self._kill(proc)  # whatever the child left behind in its group goes with it
                 if code != 0:
                     return Failure(FailureClass.CONNECT, f"backend exited with status {code}")
                 return reply
@@ -536,7 +549,7 @@ class StdioUpstream:
     async def _reap_group(self, proc: asyncio.subprocess.Process) -> None:
         """A per-event child ends on its own; what it left behind in its group does not outlive it."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 60)
+            await asyncio.wait_for(exit_status(proc), 60)
         await terminate_group(proc)
 
     async def aclose(self) -> None:
@@ -544,6 +557,7 @@ class StdioUpstream:
         children nor anything they started outlives the upstream."""
         self._closed = True
         procs = [slot.proc for slot in self._slots if slot.proc is not None]
+        procs += [p for p in self._running if p.returncode is None and p not in procs]  # per-event, starting
         for slot in self._slots:
             slot.proc = None
         for proc in procs:
