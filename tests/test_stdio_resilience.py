@@ -78,9 +78,11 @@ def scripted(mode: str, *args: str, starts: Path | None = None, **options: Any) 
 
 def lingering(pid_file: Path) -> str:
     """A background grandchild that writes its pid and lives on (stdin is /dev/null for it, so
-    closing the wrapper's stdin does not end it): what ``npx`` leaves behind."""
+    closing the wrapper's stdin does not end it): what ``npx`` leaves behind. The wrapper goes on
+    once the pid is written, so no kill can come before it."""
     code = "import os,sys,time; open(sys.argv[1],'a').write(f'{os.getpid()}\\n'); time.sleep(120)"
-    return f"{PY} -c {shlex.quote(code)} {shlex.quote(str(pid_file))} &"
+    file = shlex.quote(str(pid_file))
+    return f"{PY} -c {shlex.quote(code)} {file} & while [ ! -s {file} ]; do sleep 0.01; done;"  # pid written first
 
 
 # ------------------------------------------------------------------------------------------------
