@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gateway.observability.metrics import Metrics
 from tests.conftest import ROOT, gateway_config, intercept, post, tool_before, wait_for
@@ -136,6 +137,24 @@ async def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(gateway_f
     await wait_for(lambda: len(pids(linger)) == 1)
     await gw.stop()
     await wait_for(lambda: not alive(pids(linger)[0]), 10)
+
+
+async def test_a_reload_that_shrinks_the_pool_ends_the_retired_groups(gateway_factory, http, tmp_path):
+    """A reload that changes the pool (size 2 to 1) retires the old pool: its children's groups,
+    grandchildren included, end once the old snapshot has no user left."""
+    linger = tmp_path / "linger"
+    entry = wrapped(f"{lingering(linger)} {PY} -m tests.stdio_scripted ok", pool={"size": 2})
+    config = gateway_config([entry], limits={"deadlineMs": 5000})
+    gw = await gateway_factory(config)
+    _, body = await post(http, gw.url, intercept(tool_before("ls")))
+    assert body["result"]["effects"] == []
+    await wait_for(lambda: len(pids(linger)) == 1)
+    entry["transport"]["pool"] = {"size": 1}
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert await gw.reload()
+    await wait_for(lambda: not alive(pids(linger)[0]), 10)
+    _, body = await post(http, gw.url, intercept(tool_before("ls")))  # the new pool serves
+    assert body["result"]["effects"] == []
 
 
 @pytest.mark.spec("AHP-STDIO-001")
