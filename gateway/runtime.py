@@ -4,7 +4,9 @@ and the :class:`RuntimeHolder`, the one owner of which snapshot is live.
 
 A request acquires the current snapshot once and uses it until it finishes, so a reload never
 mixes two configurations within one request; a replaced snapshot is retired (its upstream
-resources closed) once its last request has released it.
+resources closed) once its last request has released it. What must outlive snapshots (circuit
+breakers, and stdio pools whose settings did not change: their children stay warm) lives in
+:class:`LiveState`, adopted on each swap; a retired snapshot never closes what the live one kept.
 """
 
 from __future__ import annotations
@@ -98,15 +100,48 @@ class RuntimeConfig:
         await self.pool.aclose()
 
 
+def transport_of(upstream: Upstream) -> Upstream:
+    """The transport under a protocol bridge (a 0.1 wrapper is rebuilt per snapshot, its
+    transport may be kept)."""
+    inner = getattr(upstream, "inner", None)
+    return transport_of(inner) if inner is not None else upstream
+
+
+class LiveState(Breakers):
+    """The breakers and the stdio pools of the live configuration. A build reuses the pool of an
+    unchanged stdio upstream (same :attr:`StdioUpstream.identity`); like breakers, nothing is
+    registered until the snapshot is swapped in, so a failed build changes nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stdio: dict[tuple[Any, ...], StdioUpstream] = {}
+
+    def adopt_pools(self, upstreams: tuple[Upstream, ...]) -> None:
+        """Make exactly the stdio upstreams of the live snapshot the ones a build may keep, and
+        start their ``minIdle`` children (a kept pool's are running already)."""
+        pools = (transport_of(u) for u in upstreams)
+        self.stdio = {u.identity: u for u in pools if isinstance(u, StdioUpstream)}
+        for upstream in self.stdio.values():
+            upstream.warm()
+
+    def unready_pools(self) -> list[str]:
+        """stdio upstreams whose children end without ever answering (for /readyz, like open circuits)."""
+        return sorted(u.hook_id for u in self.stdio.values() if u.unready)
+
+
 class RuntimeHolder:
     """The one owner of the live snapshot: what new requests start on, who still uses a
-    replaced one, and the circuit breakers that outlive snapshots."""
+    replaced one, and the circuit breakers and stdio pools that outlive snapshots."""
 
-    def __init__(self, current: RuntimeConfig, breakers: Breakers | None = None) -> None:
+    def __init__(self, current: RuntimeConfig, breakers: LiveState | None = None) -> None:
         self.current = current
-        self.breakers = breakers or Breakers()
+        self.breakers = breakers or LiveState()
         self.breakers.adopt(current.breakers)
+        self._adopt_pools(current)
         self._users: dict[int, int] = {}
+
+    def _adopt_pools(self, snap: RuntimeConfig) -> None:
+        self.breakers.adopt_pools(snap.upstreams)
 
     def acquire(self) -> RuntimeConfig:
         """The snapshot a new request runs on; give it back with :meth:`release`."""
@@ -140,6 +175,7 @@ class RuntimeHolder:
         old = self.current
         self.current = snapshot
         self.breakers.adopt(snapshot.breakers)
+        self._adopt_pools(snapshot)
         return old
 
     async def retire(self, old: RuntimeConfig, timeout: float) -> None:
@@ -148,9 +184,9 @@ class RuntimeHolder:
         deadline = time.monotonic() + timeout
         while self.users(old) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        live = {id(u) for u in self.current.upstreams}
+        live = {id(transport_of(u)) for u in self.current.upstreams}
         for upstream in old.upstreams:
-            if id(upstream) not in live:
+            if id(transport_of(upstream)) not in live:  # a kept stdio pool is not closed
                 with contextlib.suppress(Exception):
                     await upstream.aclose()
 
@@ -164,7 +200,8 @@ def build(
     loaded: LoadedConfig, pool: ClientPool, cel: Engine | None = None, breakers: Breakers | None = None
 ) -> RuntimeConfig:
     """Compile ``loaded`` into a snapshot; every CEL or policy problem becomes a ConfigError.
-    ``breakers``: the live ones, so a hook that stays keeps its breaker (nothing is changed here)."""
+    ``breakers``: the live ones, so a hook that stays keeps its breaker and, when it is a
+    :class:`LiveState`, an unchanged stdio upstream keeps its pool (nothing is changed here)."""
     cfg = loaded.config
     engine = cel or Engine()
     canonical = schemas.load()
@@ -188,11 +225,14 @@ def build(
     shadow: dict[str, list[Route]] = {e: [] for e in INTERCEPTABLE}
     observe: dict[str, list[Route]] = {e: [] for e in ALL_EVENTS}
     live_breakers = breakers or Breakers()
+    kept = breakers.stdio if isinstance(breakers, LiveState) else {}
     hook_breakers: list[tuple[str, CircuitBreaker, int, float]] = []
     expression_ids: list[str] = []
     for h_index, hook in enumerate(loaded.hooks):
         at: tuple[str | int, ...] = ("hooks", h_index)
         upstream = _upstream(hook, loaded, pool, engine, issues, at)
+        if isinstance(upstream, StdioUpstream):
+            upstream = kept.get(upstream.identity, upstream)
         if upstream is None:
             continue
         upstream = versioned(hook, upstream)
@@ -342,4 +382,6 @@ def _upstream(
         env=transport.env,
         max_line_bytes=loaded.config.limits.maxResponseBytes,
         pool_size=transport.pool.size if transport.pool else 1,
+        min_idle=transport.pool.minIdle if transport.pool else 0,
+        start_timeout=(transport.pool.startTimeoutMs if transport.pool else 5000) / 1000,
     )

@@ -269,6 +269,22 @@ class HttpTransport(Model):
 
 class StdioPool(Model):
     size: int = Field(1, ge=1, le=64, description="Children of a persistent upstream, started on demand.")
+    minIdle: int = Field(
+        0, ge=0, le=64, description="Children started ahead of need, at load and reload (at most size)."
+    )
+    startTimeoutMs: int = Field(
+        5000,
+        ge=1,
+        le=600_000,
+        description="How long a child that has not answered yet may take for its first answer; a request"
+        " that times out meanwhile does not kill it (its late answer is dropped).",
+    )
+
+    @model_validator(mode="after")
+    def _min_idle_within_size(self) -> StdioPool:
+        if self.minIdle > self.size:
+            raise ValueError(f"minIdle ({self.minIdle}) must not exceed size ({self.size})")
+        return self
 
 
 class StdioTransport(Model):

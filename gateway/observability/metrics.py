@@ -26,6 +26,7 @@ from gateway import __version__
 from gateway.observability import process
 from gateway.protocol.events import ALL_EVENTS_SET
 from gateway.protocol.methods import ALL_METHODS, OBSERVE
+from gateway.upstream import stdio as _stdio
 
 BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 MAX_CODES_PER_UPSTREAM = 50
@@ -206,6 +207,21 @@ SPECS: tuple[Spec, ...] = (
         "1 while an upstream's circuit breaker is open (calls fail fast).",
         ("upstream",),
         "livemax",
+    ),
+    Spec(
+        "pool_unready",
+        "gauge",
+        "ahp_gateway_stdio_pool_unready",
+        "1 while a persistent stdio upstream has no child that ever became ready to answer.",
+        ("upstream",),
+        "livemax",
+    ),
+    Spec(
+        "stderr_dropped",
+        "counter",
+        "ahp_gateway_stdio_stderr_dropped_bytes_total",
+        "Bytes of stdio children's stderr read and dropped unlogged (rate limit).",
+        ("upstream",),
     ),
     Spec(
         "connections_open",
@@ -434,6 +450,8 @@ class Metrics:
     last_reload: Any
     config_ok: Any
     circuit_open: Any
+    pool_unready: Any
+    stderr_dropped: Any
     connections_open: Any
     connections_closed: Any
     decision_log_drops: Any
@@ -476,6 +494,13 @@ class Metrics:
         self.last_reload.set(time.time())
         self._children: dict[tuple[Any, ...], Any] = {}
         self._codes: dict[str, set[str]] = {}
+        _stdio.WATCHERS.add(self)  # stdio transports hold no metrics object: they notify watchers
+
+    def stdio_stderr_dropped(self, upstream: str, nbytes: int) -> None:
+        self.child(self.stderr_dropped, upstream).inc(nbytes)
+
+    def stdio_unready(self, upstream: str, unready: bool) -> None:
+        self.child(self.pool_unready, upstream).set(1 if unready else 0)
 
     def child(self, family: Any, *labels: str) -> Any:
         """The bound child for ``labels`` (cached: a labels() lookup costs microseconds)."""
