@@ -176,7 +176,11 @@ class GatewayServer:
         )
         self.port = self._site.bound_port
         metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
-        admin = build_admin(self.readiness, metrics, extra=lambda: {"openCircuits": holder.breakers.open()})
+        admin = build_admin(
+            self.readiness,
+            metrics,
+            extra=lambda: {"openCircuits": holder.breakers.open(), "unreadyStdio": holder.breakers.unready_pools()},
+        )
         self._admin_runner, self._admin_site = await self._serve(
             admin, self.admin_host, self.admin_port, cancel=False, guards=guards
         )

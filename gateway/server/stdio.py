@@ -257,7 +257,11 @@ async def serve(
         app = build_admin(
             readiness,
             telemetry.render if metrics is not None else None,
-            extra=lambda: {"binding": "stdio", "openCircuits": holder.breakers.open()},
+            extra=lambda: {
+                "binding": "stdio",
+                "openCircuits": holder.breakers.open(),
+                "unreadyStdio": holder.breakers.unready_pools(),
+            },
         )
         admin = web.AppRunner(app, access_log=None)
         await admin.setup()

@@ -15,7 +15,10 @@ import pytest
 import yaml
 
 from gateway.observability.metrics import Metrics
-from tests.conftest import ROOT, gateway_config, intercept, post, tool_before, wait_for
+from tests.support.client import post, wait_for
+from tests.support.config import gateway_config
+from tests.support.events import intercept, tool_before
+from tests.support.paths import ROOT
 
 SYNTHETIC = "org.example.gateway.upstream_unavailable"
 PY = shlex.quote(sys.executable)
@@ -70,10 +73,10 @@ def wrapped(
 
 
 def scripted(mode: str, *args: str, starts: Path | None = None, **options: Any) -> dict[str, Any]:
-    """A hooks entry running ``tests.stdio_scripted`` directly (no wrapper)."""
+    """A hooks entry running ``tests.support.stdio_scripted`` directly (no wrapper)."""
     entry = wrapped("", env={"STARTS_FILE": str(starts)} if starts else None, **options)
     entry["transport"]["command"] = sys.executable
-    entry["transport"]["args"] = ["-m", "tests.stdio_scripted", mode, *args]
+    entry["transport"]["args"] = ["-m", "tests.support.stdio_scripted", mode, *args]
     return entry
 
 
@@ -98,7 +101,11 @@ async def test_wrapper_grandchildren_are_killed_on_timeout(gateway_factory, http
     starts = tmp_path / "starts"
     gw = await gateway_factory(
         gateway_config(
-            [wrapped(f"{PY} -m tests.stdio_scripted hang-on stuck", timeout=300, env={"STARTS_FILE": str(starts)})],
+            [
+                wrapped(
+                    f"{PY} -m tests.support.stdio_scripted hang-on stuck", timeout=300, env={"STARTS_FILE": str(starts)}
+                )
+            ],
             limits={"deadlineMs": 2000},
         )
     )
@@ -116,7 +123,9 @@ async def test_wrapper_grandchildren_are_killed_on_shutdown(gateway_factory, htt
     """Shutdown ends every child's process group, including a grandchild that ignores stdin."""
     linger = tmp_path / "linger"
     gw = await gateway_factory(
-        gateway_config([wrapped(f"{lingering(linger)} {PY} -m tests.stdio_scripted ok")], limits={"deadlineMs": 5000})
+        gateway_config(
+            [wrapped(f"{lingering(linger)} {PY} -m tests.support.stdio_scripted ok")], limits={"deadlineMs": 5000}
+        )
     )
     _, body = await post(http, gw.url, intercept(tool_before("ls")))
     assert body["result"]["effects"] == []
@@ -130,7 +139,7 @@ async def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(gateway_f
     """SIGTERM first, then SIGKILL for what is still in the group after the grace: a grandchild
     that ignores SIGTERM (inherited ``trap '' TERM``) does not survive shutdown either."""
     linger = tmp_path / "linger"
-    script = f"trap '' TERM; {lingering(linger)} {PY} -m tests.stdio_scripted ok"
+    script = f"trap '' TERM; {lingering(linger)} {PY} -m tests.support.stdio_scripted ok"
     gw = await gateway_factory(gateway_config([wrapped(script)], limits={"deadlineMs": 5000}))
     _, body = await post(http, gw.url, intercept(tool_before("ls")))
     assert body["result"]["effects"] == []
@@ -143,7 +152,7 @@ async def test_a_reload_that_shrinks_the_pool_ends_the_retired_groups(gateway_fa
     """A reload that changes the pool (size 2 to 1) retires the old pool: its children's groups,
     grandchildren included, end once the old snapshot has no user left."""
     linger = tmp_path / "linger"
-    entry = wrapped(f"{lingering(linger)} {PY} -m tests.stdio_scripted ok", pool={"size": 2})
+    entry = wrapped(f"{lingering(linger)} {PY} -m tests.support.stdio_scripted ok", pool={"size": 2})
     config = gateway_config([entry], limits={"deadlineMs": 5000})
     gw = await gateway_factory(config)
     _, body = await post(http, gw.url, intercept(tool_before("ls")))
@@ -163,7 +172,7 @@ async def test_a_per_event_wrapper_answers_and_its_grandchild_goes(gateway_facto
     left behind holds the pipes (before: the exchange waited for the pipes and timed out), and
     that grandchild is ended with the child's group."""
     linger = tmp_path / "linger"
-    script = f"{lingering(linger)} {PY} -m tests.stdio_scripted ok"
+    script = f"{lingering(linger)} {PY} -m tests.support.stdio_scripted ok"
     gw = await gateway_factory(
         gateway_config([wrapped(script, lifecycle="per_event", timeout=1500)], limits={"deadlineMs": 3000})
     )
@@ -293,7 +302,7 @@ async def test_a_backend_slower_to_start_than_the_timeout_becomes_ready(gateway_
     following requests; one child in all (before: a new child per request, no real answer)."""
     starts = tmp_path / "starts"
     entry = wrapped(
-        f"sleep 1.2; {PY} -m tests.stdio_scripted pid",
+        f"sleep 1.2; {PY} -m tests.support.stdio_scripted pid",
         timeout=1000,
         policy="fail-open",
         env={"STARTS_FILE": str(starts)},
@@ -310,7 +319,7 @@ async def test_min_idle_children_start_at_load(gateway_factory, http, tmp_path):
     request finds a slow starter ready."""
     starts = tmp_path / "starts"
     entry = wrapped(
-        f"sleep 1.2; {PY} -m tests.stdio_scripted pid",
+        f"sleep 1.2; {PY} -m tests.support.stdio_scripted pid",
         timeout=1000,
         policy="fail-open",
         env={"STARTS_FILE": str(starts)},
@@ -340,6 +349,9 @@ async def test_a_pool_that_never_becomes_ready_is_reported(gateway_factory, http
     assert body["result"]["effects"] == []  # fail-open
     await wait_for(lambda: gauge() == 1.0, 5)
     assert gw.holder.breakers.unready_pools() == ["org.example.mute"]
+    async with http.get(f"http://127.0.0.1:{gw.admin_port}/readyz") as answer:
+        ready = await answer.json()
+    assert ready["unreadyStdio"] == ["org.example.mute"] and ready["ready"], ready  # reported, still serving
 
 
 @pytest.mark.parametrize(
