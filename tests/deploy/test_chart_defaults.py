@@ -37,7 +37,7 @@ def test_every_mounted_secret_is_rendered_by_the_chart(render: Render) -> None:
     assert SECRET in rendered
     for pod in _pods(docs):
         for volume in pod.get("volumes", []):
-            sources = [volume] + [s for s in volume.get("projected", {}).get("sources", [])]
+            sources = [volume, *volume.get("projected", {}).get("sources", [])]
             for source in sources:
                 if "secret" in source:
                     name = source["secret"].get("secretName") or source["secret"].get("name")
