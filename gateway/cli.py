@@ -38,7 +38,7 @@ def _load_or_exit(path: str | None) -> LoadedConfig:
     try:
         return load(Path(path) if path else None)
     except ConfigError as exc:
-        _print_issues(exc.issues)
+        _print_issues([*exc.issues, *exc.warnings])
         print(f"{len(exc.issues)} error(s)", file=sys.stderr)
         raise SystemExit(1) from None
 
