@@ -128,7 +128,8 @@ def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str 
         }
         return CommandResult(1 if failed else 0, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
     out = summary(loaded, snap) + "\n"
-    if failed:
+    if failed:  # the summary must not say OK when the exit status says otherwise
+        out = "FAILED (--strict)" + out.removeprefix("OK")
         return CommandResult(1, out, f"error: {len(warnings)} warning(s) and --strict\n")
     return CommandResult(0, out)
 
