@@ -122,14 +122,15 @@ async def serve_fastlane(host: str, port: int, upstream: str, client: str) -> No
     from aiohttp import web
 
     from gateway.config.models import Limits
+    from gateway.pipeline.exchange import Exchange
     from gateway.server.fastlane import FastLane, Lane
     from gateway.server.limits import ConnectionGuard, ConnectionLimits
 
     forward, close = CLIENTS[client](upstream)
 
-    async def handle(body: bytes, headers: Any, principal: Any) -> bytes | None:
+    async def handle(body: bytes, headers: Any, principal: Any) -> Exchange:
         _status, answer = await forward(body)
-        return answer or None
+        return Exchange(answer or None)
 
     limits = Limits()
     lane = Lane("/", handle, lambda: limits)

@@ -133,16 +133,15 @@ def process_latency(runs: int) -> list[str]:
 
 
 async def _endpoint_overhead(calls: int) -> list[str]:
+    from gateway.assemble import Assembly
     from gateway.config.load import load
     from gateway.native import flow
     from gateway.native.endpoint import handle_native
-    from gateway.pipeline.gateway import Gateway
-    from gateway.runtime import RuntimeHolder, build
-    from gateway.upstream.http import ClientPool
+    from gateway.telemetry import NullTelemetry
 
-    loaded = load(None)
-    gateway = Gateway(RuntimeHolder(build(loaded, ClientPool())))
-    gateway.start()
+    assembly = Assembly(load(None), telemetry=NullTelemetry())
+    gateway = assembly.gateway
+    assembly.start()
     raw = json.dumps(PAYLOAD).encode()
     prepared = flow.prepare(flow.codec_for("claude-code"), raw, None, "deny")
     assert prepared.body is not None
@@ -150,7 +149,7 @@ async def _endpoint_overhead(calls: int) -> list[str]:
     headers = {"Content-Type": "application/json"}
 
     async def decide(body: bytes, hdrs: dict[str, str]) -> tuple[int, bytes | None]:
-        answer = await gateway.handle(body, hdrs)
+        answer = (await gateway.handle(body, hdrs)).answer
         return (202, None) if answer is None else (200, answer)
 
     async def ahp() -> None:
@@ -174,7 +173,7 @@ async def _endpoint_overhead(calls: int) -> list[str]:
             started = time.perf_counter()
             await call()
             samples[name].append((time.perf_counter() - started) * 1000)
-    await gateway.aclose()
+    await assembly.aclose(0.0)
     a, n = samples.values()
     added = statistics.median(n) - statistics.median(a)
     lines = ["| in process | calls | p50 ms | p90 ms | p99 ms | min ms | max ms |", "|---|---|---|---|---|---|---|"]

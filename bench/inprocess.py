@@ -26,12 +26,12 @@ import yaml
 
 from bench import realmix
 from bench.payloads import distinct_template, intercept_body, stub_answer
+from gateway.assemble import Assembly, compile_snapshot
 from gateway.config.load import load
 from gateway.pipeline.gateway import Gateway
-from gateway.runtime import RuntimeHolder, build
 from gateway.settle.reply import Reply
+from gateway.telemetry import NullTelemetry, Telemetry
 from gateway.upstream.base import Call
-from gateway.upstream.http import ClientPool
 
 CONFIG = {
     "id": "org.example.gateway",
@@ -84,12 +84,12 @@ def gateway(local: bool, telemetry: bool = False) -> Gateway:
         path = Path(tempfile.mkdtemp()) / "gateway.yaml"
         path.write_text(yaml.safe_dump(CONFIG))
         loaded = load(path)
-    snap = build(loaded, ClientPool())
+    snap = compile_snapshot(loaded)
     if not local:
         for routes in snap.intercept_routes.values():
             for route in routes:
                 object.__setattr__(route, "upstream", InstantUpstream())
-    sink = None
+    sink: Telemetry = NullTelemetry()
     if telemetry:
         from gateway.observability.decisions import DecisionLog
         from gateway.observability.metrics import Metrics
@@ -100,7 +100,7 @@ def gateway(local: bool, telemetry: bool = False) -> Gateway:
             str(Path(tempfile.mkdtemp()) / "decisions.jsonl"), on_drop=metrics.decision_log_drops.inc
         )
         sink = Observability(metrics, decisions)
-    return Gateway(RuntimeHolder(snap), sink)
+    return Assembly(loaded, snapshot=snap, telemetry=sink).gateway
 
 
 async def measure(gw: Gateway, n: int, distinct: bool = False) -> float:
@@ -132,7 +132,7 @@ async def measure_mix(gw: Gateway, warm: list[bytes], bodies: list[bytes]) -> fl
     for body in warm:
         await gw.handle(body, {})
     started = time.process_time()
-    answers = [await gw.handle(each, {}) for each in bodies]
+    answers = [(await gw.handle(each, {})).answer for each in bodies]
     spent = time.process_time() - started
     for body, answer in zip(bodies, answers, strict=True):
         if answer is None or b'"effects":' not in answer:

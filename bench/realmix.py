@@ -419,16 +419,15 @@ def in_process() -> Callable[[bytes], bytes]:
     """``Gateway.handle`` of the bundled default configuration, run to completion per body."""
     import asyncio
 
+    from gateway.assemble import Assembly
     from gateway.config.load import load
-    from gateway.pipeline.gateway import Gateway
-    from gateway.runtime import RuntimeHolder, build
-    from gateway.upstream.http import ClientPool
+    from gateway.telemetry import NullTelemetry
 
-    gw = Gateway(RuntimeHolder(build(load(None), ClientPool())), None)
+    gw = Assembly(load(None), telemetry=NullTelemetry()).gateway
     loop = asyncio.new_event_loop()
 
     def decide(body: bytes) -> bytes:
-        answer = loop.run_until_complete(gw.handle(body, {}))
+        answer = loop.run_until_complete(gw.handle(body, {})).answer
         if answer is None:
             raise ValueError("no answer to an intercept")
         return answer

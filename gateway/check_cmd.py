@@ -19,12 +19,12 @@ STDIN_NAME = "<stdin>"
 
 
 def load_and_build(config: str, stdin_text: str | None = None) -> tuple[LoadedConfig, Any]:
-    """Load (``-``: from ``stdin_text``, relative paths from the working directory) and compile."""
-    from gateway.runtime import build
-    from gateway.upstream.http import ClientPool
+    """Load (``-``: from ``stdin_text``, relative paths from the working directory) and compile
+    as the assembly does for ``serve``."""
+    from gateway.assemble import compile_snapshot
 
     loaded = load(Path.cwd() / STDIN_NAME, text=stdin_text or "") if config == "-" else load(Path(config))
-    return loaded, build(loaded, ClientPool())
+    return loaded, compile_snapshot(loaded)
 
 
 def routes_of(snap: Any) -> dict[str, dict[str, list[dict[str, Any]]]]:

@@ -44,12 +44,11 @@ def _load_or_exit(path: str | None) -> LoadedConfig:
 
 
 def _compile_or_exit(loaded: LoadedConfig) -> object:
+    from gateway.assemble import compile_snapshot
     from gateway.config.issues import ConfigError
-    from gateway.runtime import build
-    from gateway.upstream.http import ClientPool
 
     try:
-        return build(loaded, ClientPool())
+        return compile_snapshot(loaded)
     except ConfigError as exc:
         _print_issues(exc.issues)
         print(f"{len(exc.issues)} error(s)", file=sys.stderr)
@@ -222,14 +221,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for line in explain(snap, request, principal):
         print(line)
     if args.call:
-
-        async def call() -> list[str]:
-            try:
-                return await explain_call(snap, request, principal)
-            finally:
-                await snap.aclose()
-
-        for line in asyncio.run(call()):
+        for line in asyncio.run(explain_call(snap, request, principal)):
             print(line)
     return 1 if unknown else 0  # the explanation is still shown, but a script must notice the typo
 

@@ -1,7 +1,7 @@
 """``ahp-gateway explain``: why an event is routed where it is, what local rules decide, and (with
 ``--call``) what every upstream answered and the collapsed result. It uses the serving path's own
 stages — the CEL activation, route selection, the local backend, the pipeline — so it cannot
-disagree with it."""
+disagree with it; ``--call`` reads the decision from the exchange the pipeline returns."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.pipeline.gateway import Gateway
+from gateway.assemble import Assembly
 from gateway.policy.cases import complete_event
 from gateway.policy.facts import describe_facts
-from gateway.protocol import wire
+from gateway.protocol import jsonrpc, wire
 from gateway.protocol.capabilities import narrow
 from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import EvalError
 from gateway.routing.select import verdicts
-from gateway.runtime import RuntimeConfig, RuntimeHolder
-from gateway.settle.ledger import Decision
+from gateway.runtime import RuntimeConfig
 from gateway.telemetry import NullTelemetry
 from gateway.upstream.base import Call
 
@@ -37,12 +36,8 @@ def request_from(document: dict[str, Any], capabilities: dict[str, Any] | None, 
             (e["capabilities"] for e in bound if e["event"] == event.get("type") and "capabilities" in e),
             {"effects": ["deny", "message"]},
         )
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": INTERCEPT,
-        "params": {"protocolVersion": snap.versions[0], "event": event, "capabilities": capabilities},
-    }
+    params = {"protocolVersion": snap.versions[0], "event": event, "capabilities": capabilities}
+    return jsonrpc.request(event["id"], INTERCEPT, params)
 
 
 def _fmt(value: Any) -> str:
@@ -91,22 +86,18 @@ def explain(snap: RuntimeConfig, request: dict[str, Any], principal: Mapping[str
     return lines
 
 
-class _Capture(NullTelemetry):
-    def __init__(self) -> None:
-        self.decision: Decision | None = None
-
-    def settled(self, decision: Decision, trace: Any = None) -> None:
-        self.decision = decision
-
-
 async def explain_call(
     snap: RuntimeConfig, request: dict[str, Any], principal: Mapping[str, Any] | None = None
 ) -> list[str]:
-    capture = _Capture()
-    gateway = Gateway(RuntimeHolder(snap), capture)
-    body = await gateway.handle(wire.dumps(request), {}, principal)
+    """Run ``request`` through the pipeline on ``snap`` (real upstreams); closes ``snap``."""
+    assembly = Assembly(snap.loaded, snapshot=snap, telemetry=NullTelemetry())
+    try:
+        exchange = await assembly.gateway.handle(wire.dumps(request), {}, principal)
+    finally:
+        await assembly.aclose(0.0)  # shadow calls still running are not waited for
+    body = exchange.answer
     lines = ["calls (real upstreams):"]
-    decision = capture.decision
+    decision = exchange.decision
     if decision is not None:
         for step in decision.steps:
             answer = f" answer={_fmt(step.answer)}" if step.answer is not None else ""

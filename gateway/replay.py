@@ -11,8 +11,9 @@ Local policy backends are evaluated for real. Remote upstreams (http, stdio) are
 calls that concerned, so a change that depends on a remote verdict is never invented.
 
 Every event is decided by :meth:`Decider.decide`, which runs the serving engine
-(``Gateway.handle``) on the compiled snapshot with a telemetry sink that keeps the settled
-:class:`Decision`, so replay cannot disagree with the gateway.
+(``Gateway.handle``, assembled by :mod:`gateway.assemble`) on the compiled snapshot and reads the
+settled :class:`~gateway.settle.ledger.Decision` from the exchange it returns, so replay cannot
+disagree with the gateway.
 """
 
 from __future__ import annotations
@@ -26,21 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.assemble import Assembly
 from gateway.check_cmd import load_and_build
 from gateway.command_result import CommandResult, display, issue_text
 from gateway.config.issues import ConfigError
 from gateway.observability.capture import FORMAT
-from gateway.pipeline.gateway import Gateway
 from gateway.policy.cases import complete_event
 from gateway.protocol import jsonrpc, wire
 from gateway.protocol.methods import INTERCEPT
-from gateway.runtime import RuntimeConfig, RuntimeHolder
-from gateway.settle.ledger import Decision
+from gateway.runtime import RuntimeConfig
+from gateway.settle.ledger import outcome_of
 from gateway.settle.reply import Failure, Reply
 from gateway.telemetry import NullTelemetry
 from gateway.upstream.base import Call
-
-EFFECT_ORDER = (("deny", "deny"), ("ask", "ask"), ("return", "return"), ("modify", "modified"), ("allow", "allow"))
 
 
 class ReplayInputError(Exception):
@@ -87,18 +86,6 @@ class Change:
 # Reading recorded events
 
 
-def outcome_of(effects: Sequence[Mapping[str, Any]]) -> str:
-    kinds = {str(e.get("type")) for e in effects}
-    if not kinds:
-        return "no_effect"
-    for kind, outcome in EFFECT_ORDER:
-        if kind in kinds:
-            return outcome
-    if any(e.get("type") == "flow" and e.get("operation") == "stop" for e in effects):
-        return "stop"
-    return "message"
-
-
 def _decider_of(effects: Sequence[Mapping[str, Any]]) -> str | None:
     """The deciding upstream (and local rule) the gateway recorded in a deny's extensions."""
     for effect in effects:
@@ -124,7 +111,7 @@ def verdict_of_response(response: Any) -> Verdict | None:
         return None
     deny = next((e for e in effects if isinstance(e, dict) and e.get("type") == "deny"), None)
     return Verdict(
-        outcome_of(effects),
+        outcome_of(effects).value,
         deny.get("code") if deny else None,
         tuple(str(e.get("type")) for e in effects),
         _decider_of(effects),
@@ -198,20 +185,6 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 # Deciding
 
 
-class _Keep(NullTelemetry):
-    """Keeps the settled decision (the pattern of ``explain --call``)."""
-
-    def __init__(self) -> None:
-        self.decision: Decision | None = None
-
-    def settled(self, decision: Decision, trace: Any = None) -> None:
-        self.decision = decision
-
-    def take(self) -> Decision | None:
-        decision, self.decision = self.decision, None
-        return decision
-
-
 class _NotCalled:
     """Stands in for a remote upstream without ``--call``: answers no effect, counts the calls."""
 
@@ -260,14 +233,13 @@ class Decider:
     def __init__(self, snap: RuntimeConfig, *, call: bool) -> None:
         self.original = snap
         self.snap, self.stubs = (snap, []) if call else offline(snap)
-        self._keep = _Keep()
-        self.gateway = Gateway(RuntimeHolder(self.snap), self._keep)
+        self.assembly = Assembly(snap.loaded, snapshot=self.snap, telemetry=NullTelemetry())
 
     async def decide(self, request: dict[str, Any], headers: Mapping[str, str]) -> Verdict:
-        self._keep.take()
-        body = await self.gateway.handle(wire.dumps(request), headers)
+        exchange = await self.assembly.gateway.handle(wire.dumps(request), headers)
+        body = exchange.answer
         answer = verdict_of_response(json.loads(body) if body else None)
-        decision = self._keep.take()
+        decision = exchange.decision
         if decision is None or answer is None:
             return answer or Verdict("error", "no answer")
         deciders = [s.hook_id for s in decision.steps if s.effects and not s.shadow]
@@ -279,9 +251,9 @@ class Decider:
         return sum(stub.calls for stub in self.stubs)
 
     async def aclose(self) -> None:
-        await self.gateway.drain(1.0)
-        await self.gateway.aclose()
-        await self.original.aclose()
+        """Shadow calls get a second to finish; then the upstreams (the real ones, which the
+        offline snapshot still lists) and their pool close."""
+        await self.assembly.aclose(1.0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,14 +1,12 @@
-"""Shared fixtures: real loopback HTTP servers (the gateway, scripted upstreams, SDK backends)."""
+"""Shared fixtures: real loopback HTTP servers (the gateway, scripted upstreams, SDK backends).
+
+Helpers the tests import live in tests/support/; this file holds only fixtures."""
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import itertools
 import json
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,83 +17,10 @@ from aiohttp import web
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.oauth_server import LoopbackAuthServer, start_auth_server
-
-ROOT = Path(__file__).resolve().parent.parent
-VECTORS = ROOT / "tests" / "vectors"
-"""Vendored upstream test vectors (see tests/vectors/README.md)."""
-HARNESS = {"name": "test-harness", "version": "1.0"}
-_ids = itertools.count(1)
-
-
-def tool_before(command: str = "ls -la", **extra: Any) -> dict[str, Any]:
-    """A valid tool.before event (SDK 0.10.1 schema: harness block required)."""
-    n = next(_ids)
-    event: dict[str, Any] = {
-        "id": f"evt-{n}",
-        "source": "urn:example:harness",
-        "type": "tool.before",
-        "time": "2026-11-30T10:00:00Z",
-        "harness": dict(HARNESS),
-        "session": {"id": "sess-1", "cwd": "/home/dev/project", "workspaceRoots": ["/home/dev/project"]},
-        "call": {"id": f"call-{n}"},
-        "path": "native",
-        "tool": {"name": "shell", "origin": "native", "input": {"command": command}},
-    }
-    event.update(extra)
-    return event
-
-
-ALL_TOOL_BEFORE_CAPS: dict[str, Any] = {
-    "effects": ["deny", "allow", "ask", "modify", "message", "return", "flow", "inject"],
-    "modify": {"input": {"replace": True, "merge": True}},
-    "flow": {"operations": ["stop"]},
-    "inject": {"context": {"append": True, "deliverAt": ["now", "next_turn"]}},
-}
-
-
-def intercept(
-    event: dict[str, Any], caps: dict[str, Any] | None = None, state: dict[str, Any] | None = None, rid: Any = None
-) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "protocolVersion": "draft",
-        "event": event,
-        "capabilities": copy.deepcopy(caps or {"effects": ["deny"]}),
-    }
-    if state is not None:
-        params["state"] = state
-    return {"jsonrpc": "2.0", "id": event["id"] if rid is None else rid, "method": "hooks/intercept", "params": params}
-
-
-def result(request: dict[str, Any], effects: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request["id"], "result": {"protocolVersion": "draft", "effects": effects}}
-
-
-Answer = Callable[[dict[str, Any]], Any]
-
-
-@dataclass
-class Stub:
-    """A scripted upstream on loopback. ``answer(request)`` returns a dict (JSON 200), a
-    (status, bytes|dict) pair, or an awaitable of either."""
-
-    url: str
-    received: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    answer: Answer | None = None
-    observed: list[dict[str, Any]] = field(default_factory=list)
-    observe_event: asyncio.Event = field(default_factory=asyncio.Event)
-    observe_gate: asyncio.Event | None = None
-    """When set, observe notifications are held until the event is set (a slow observer)."""
-
-
-async def _start(app: web.Application) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, port
+from tests.support.events import result
+from tests.support.oauth_server import LoopbackAuthServer, start_auth_server
+from tests.support.servers import Answer, Stub, start_app
+from tests.support.uploads import UPLOAD_TOKEN, Receiver
 
 
 @pytest.fixture
@@ -126,7 +51,7 @@ async def stub_factory() -> AsyncIterator[Callable[..., Awaitable[Stub]]]:
 
         app = web.Application()
         app.router.add_post("/", handle)
-        runner, port = await _start(app)
+        runner, port = await start_app(app)
         runners.append(runner)
         stub.url = f"http://127.0.0.1:{port}/"
         return stub
@@ -134,49 +59,6 @@ async def stub_factory() -> AsyncIterator[Callable[..., Awaitable[Stub]]]:
     yield make
     for runner in runners:
         await runner.cleanup()
-
-
-def hook(
-    hook_id: str,
-    url: str,
-    *,
-    policy: str = "fail-closed",
-    timeout: int = 1000,
-    events: list[str] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "id": hook_id,
-        "transport": {"type": "http", "url": url},
-        "subscriptions": [
-            {
-                "mode": "intercept",
-                "events": events or ["tool.before"],
-                "timeoutMs": timeout,
-                "failurePolicy": policy,
-                "content": {"default": "body"},
-            }
-        ],
-    }
-    entry.update(extra)
-    return entry
-
-
-def stdio_argv(config: Any, *args: str) -> list[str]:
-    """The command line of ``ahp-gateway [args] stdio --config <config>`` in this interpreter."""
-    return [sys.executable, "-m", "gateway", *args, "stdio", "--config", str(config)]
-
-
-def gateway_config(hooks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "id": "org.example.gateway",
-        "listen": {"host": "127.0.0.1", "port": 0, "path": "/"},
-        "admin": {"host": "127.0.0.1", "port": 0},
-        "limits": {"maxBodyBytes": 1048576, "deadlineMs": 2000},
-        "hooks": hooks,
-    }
-    cfg.update(extra)
-    return cfg
 
 
 @pytest.fixture
@@ -211,25 +93,19 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def post(
-    session: aiohttp.ClientSession, url: str, body: Any, *, content_type: str = "application/json"
-) -> tuple[int, Any]:
-    data = body if isinstance(body, bytes | str) else json.dumps(body)
-    async with session.post(url, data=data, headers={"Content-Type": content_type}) as response:
-        raw = await response.read()
-        if not raw:
-            return response.status, None
-        try:
-            return response.status, json.loads(raw)
-        except ValueError:
-            return response.status, raw
+@pytest.fixture
+async def receiver_factory():
+    runners: list[web.AppRunner] = []
 
+    async def make(token: str | None = UPLOAD_TOKEN) -> Receiver:
+        receiver = Receiver(token)
+        app = web.Application()
+        app.router.add_post("/content", receiver.handle)
+        runner, port = await start_app(app)
+        runners.append(runner)
+        receiver.url = f"http://127.0.0.1:{port}/content?tenant=a"
+        return receiver
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until true or fail after ``timeout`` (no fixed sleeps in tests)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.01)
+    yield make
+    for runner in runners:
+        await runner.cleanup()

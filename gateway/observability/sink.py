@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics, event_label, method_label
@@ -12,9 +12,13 @@ from gateway.observability.tracing import Spans, TraceContext, child_headers, fr
 from gateway.protocol.methods import INTERCEPT
 from gateway.settle.ledger import Decision, Outcome, StepOutcome
 
+if TYPE_CHECKING:  # the pipeline sits above observability: only its type is needed here
+    from gateway.pipeline.exchange import Exchange
 NATIVE_SOURCE = "urn:ahp-adapter:"
 NATIVE_HARNESSES = frozenset(("claude-code", "codex", "gemini", "copilot", "cursor", "windsurf"))
 """The native hook front ends (gateway.native.HARNESSES; a test keeps the two equal)."""
+OBSERVE_STATUSES = frozenset(("queued", "invalid", "unrouted"))
+"""``Exchange.observed`` values that are a status; any other is a drop reason."""
 
 
 def native_harness(source: str) -> str | None:
@@ -64,6 +68,25 @@ class Observability:
         return child_headers(trace, span_id)
 
     # requests
+    def exchanged(self, exchange: Exchange) -> None:
+        """Everything one harness message counts, from the value the core returned (the
+        methods below are its parts)."""
+        if exchange.rejected is not None:
+            self.rejected(exchange.method, exchange.rejected)
+        elif exchange.discovery:
+            self.discovery(exchange.method)
+        elif exchange.observed is not None:
+            if exchange.observed in OBSERVE_STATUSES:
+                self.observe_received(exchange.observed)
+            else:
+                self.observe_dropped(exchange.observed)
+        for hook_id in exchange.routed:
+            self.routed(hook_id)
+        if exchange.parallel_fallback:
+            self.parallel_fallback()
+        if exchange.decision is not None:
+            self.settled(exchange.decision, exchange.trace)
+
     def settled(self, decision: Decision, trace: Any = None) -> None:
         m = self.metrics
         etype = event_label(decision.event_type)

@@ -1,6 +1,6 @@
 """The request path, one stage per module (README, "Development"):
 
-binding (HTTP / stdio / native)  →  gateway.Gateway.handle(bytes, headers, principal)
+binding (HTTP / stdio / native)  →  gateway.Gateway.handle(bytes, headers, principal) → exchange.Exchange
   frontend.check   bytes → Rejected | Notification | Discovery | Intercept   (pure)
   intercept.Intercepts.run
     routing.context  the CEL activation (once per request)
@@ -10,4 +10,8 @@ binding (HTTP / stdio / native)  →  gateway.Gateway.handle(bytes, headers, pri
                      settle.fold (ChainState.fold) → Settlement
     verdict          attribution / synthetic deny / collapse / self-validation → Decision
   observe.Observer   queue and deliver hooks/observe (ledger marked when calls are sent)
+  exchange.Exchange  the answer with what happened (Decision, rejection, observation status),
+                     recorded once by telemetry in Gateway.handle
+
+Assembled (pool, holder, telemetry, uploads, capture) by :mod:`gateway.assemble`.
 """

@@ -1,5 +1,6 @@
 """One ``hooks/intercept``, top to bottom: CEL activation → route selection → shadow launch →
-chain run → verdict → telemetry.
+chain run → verdict, returned as an :class:`~gateway.pipeline.exchange.Exchange` (the answer with
+its decision, for telemetry to record once).
 
 No subscription for the event (after ``when``) means no decision step at all (AHP-REG-002):
 ``effects: []`` at once. An incoming ``state`` that already denies or stops is final: no upstream
@@ -15,11 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.pipeline.chain import ChainRun, Settlement, run_parallel, run_serial
+from gateway.pipeline.exchange import Exchange
 from gateway.pipeline.frontend import Intercept
 from gateway.pipeline.observe import Observer
 from gateway.pipeline.shadow import Shadows
 from gateway.pipeline.verdict import verdict
 from gateway.protocol.capabilities import narrow, parallel_safe, remaining_continuations
+from gateway.protocol.methods import INTERCEPT
 from gateway.routing.cel import EvalError, Program
 from gateway.routing.select import ErrorSink, select
 from gateway.runtime import Route, RuntimeConfig
@@ -59,15 +62,13 @@ class Intercepts:
         req: Intercept,
         headers: Mapping[str, str] | None,
         principal: Mapping[str, Any] | None,
-    ) -> bytes:
+    ) -> Exchange:
         started = time.perf_counter()
         telemetry = self.telemetry
         event, etype = req.event, req.event_type
         trace = telemetry.begin(headers or {}, event)
         activation = snap.cel.for_intercept(event, req.version, req.capabilities, headers, principal, req.body)
         selected, dropped = select(snap.intercept_routes.get(etype, ()), activation, self.cel_error)
-        for route in selected:
-            telemetry.routed(route.hook_id)
         for route in dropped:
             self.observer.served(event, route.key)  # deliberately not routed: never "uncalled"
         caps = narrow(req.capabilities, etype)
@@ -78,14 +79,21 @@ class Intercepts:
             if chosen:
                 self.shadows.launch(snap, chosen, req, caps, state0, activation)
         settlement: Settlement | None = None
+        fallback = False
         if selected and state0["permission"] != "deny" and state0.get("flow") != "stop":
-            settlement = await self._chain(snap, req, selected, caps, state0, activation, trace, principal)
+            parallel = snap.parallel and len(selected) > 1
+            if parallel and not parallel_safe(caps):
+                fallback, parallel = True, False
+            settlement = await self._chain(snap, req, selected, caps, state0, activation, trace, principal, parallel)
         body, decision = verdict(snap, req, settlement, started, principal)
-        try:
-            telemetry.settled(decision, trace)
-        except Exception:  # telemetry must never turn a settled decision into an error
-            log.exception("recording a decision failed")
-        return body
+        return Exchange(
+            body,
+            INTERCEPT,
+            decision,
+            routed=tuple(route.hook_id for route in selected),
+            parallel_fallback=fallback,
+            trace=trace,
+        )
 
     async def _chain(
         self,
@@ -97,13 +105,10 @@ class Intercepts:
         activation: Any,
         trace: Any,
         principal: Mapping[str, Any] | None,
+        parallel: bool,
     ) -> Settlement:
         telemetry = self.telemetry
         event = req.event
-        parallel = snap.parallel and len(routes) > 1
-        if parallel and not parallel_safe(caps):
-            telemetry.parallel_fallback()
-            parallel = False
         deadline = asyncio.get_running_loop().time() + snap.deadline
         refs = None  # per-upstream re-uploads, before the chain and inside its deadline (protocol §13.2)
         if self.uploads is not None:

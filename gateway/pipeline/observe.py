@@ -69,25 +69,24 @@ class Observer:
         body: bytes,
         hold: Callable[[], Release],
         principal: Principal = None,
-    ) -> None:
-        """Validate and queue one notification; ``hold`` keeps ``snap`` alive until delivered."""
+    ) -> str:
+        """Validate and queue one notification; ``hold`` keeps ``snap`` alive until delivered.
+        Returns its status (queued, invalid, unrouted) or the reason it was dropped, for the
+        exchange telemetry records."""
         params = msg["params"]
         if params.get("protocolVersion") not in snap.versions or not snap.schemas.observe_notification.ok(msg):
-            self.telemetry.observe_received("invalid")
-            return
+            return "invalid"
         etype = params["event"]["type"]
         if etype not in ALL_EVENTS_SET or etype not in snap.observe_routes:
-            self.telemetry.observe_received("unrouted")
-            return
+            return "unrouted"
         release = hold()
         try:
             self._queue.put_nowait((snap, body, principal, release))
         except asyncio.QueueFull:
             release()
-            self.telemetry.observe_dropped("queue_full")
-            return
-        self.telemetry.observe_received("queued")
-        self.telemetry.observe_queue(self._queue.qsize())
+            return "queue_full"
+        self.telemetry.observe_queue(self._queue.qsize())  # a live gauge, the workers set it too
+        return "queued"
 
     async def _work(self) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""Version bridging at the harness edge: bytes in, bytes out, around the draft pipeline.
+"""Version bridging at the harness edge: bytes in, an exchange out, around the draft pipeline.
 
 A request whose ``params.protocolVersion`` is ``"0.1"`` (accepted only when ``protocolVersions``
 lists it) is checked in the order the draft front end uses (-32601 for methods 0.1 does not have,
@@ -12,16 +12,18 @@ passes through unchanged. The common case costs one substring test: only bodies 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from gateway.pipeline.exchange import Exchange
 from gateway.protocol import jsonrpc, v01, wire
 from gateway.protocol.errors import RpcCode
 from gateway.protocol.methods import INTERCEPT, OBSERVE
 
 log = logging.getLogger("ahp_gateway")
-Inner = Callable[[bytes, Mapping[str, str] | None, Mapping[str, Any] | None], Awaitable[bytes | None]]
+Inner = Callable[[bytes, Mapping[str, str] | None, Mapping[str, Any] | None], Awaitable[Exchange]]
 """The draft request path (``Gateway.handle_draft``)."""
 
 
@@ -31,16 +33,16 @@ def maybe_v01(body: bytes) -> bool:
 
 
 class VersionBridge:
-    def __init__(self, inner: Inner, rejected: Callable[[str, str], None] | None = None, *, preload: bool) -> None:
+    def __init__(self, inner: Inner, *, preload: bool) -> None:
         self.inner = inner
-        self._rejected = rejected
         if preload:
             v01.load()  # a tampered or missing 0.1 schema stops the start, not the first request
 
     async def handle(
         self, body: bytes, headers: Mapping[str, str] | None = None, principal: Mapping[str, Any] | None = None
-    ) -> bytes | None:
-        """``body`` was pre-tested with :func:`maybe_v01` and 0.1 is an accepted version."""
+    ) -> Exchange:
+        """``body`` was pre-tested with :func:`maybe_v01` and 0.1 is an accepted version. A
+        translated intercept keeps the draft exchange's decision, with the 0.1 answer."""
         try:
             message = wire.loads(body)
         except wire.JSONDecodeError:
@@ -75,19 +77,18 @@ class VersionBridge:
             return self._reject(
                 rid, RpcCode.INVALID_PARAMS, INTERCEPT, {"reason": "request id must equal params.event.id"}
             )
-        payload = await self.inner(wire.dumps(v01.request_to_draft(message)), headers, principal)
+        draft = await self.inner(wire.dumps(v01.request_to_draft(message)), headers, principal)
+        payload = draft.answer
         if payload is None:
-            return None
+            return draft
         try:
             answer = v01.answer_to_v01(wire.loads(payload))
         except (ValueError, KeyError, TypeError):
             answer = None
         if answer is not None and ("error" in answer or schemas.answer_ok(answer)):
-            return wire.dumps(answer)
+            return dataclasses.replace(draft, answer=wire.dumps(answer))
         log.error("a draft answer could not be expressed in 0.1 for %r", rid)  # a bug: never a bad answer
-        return wire.error_body(rid, RpcCode.INTERNAL_ERROR)
+        return dataclasses.replace(draft, answer=wire.error_body(rid, RpcCode.INTERNAL_ERROR))
 
-    def _reject(self, rid: Any, code: int, method: str, data: Any = None) -> bytes:
-        if self._rejected is not None:
-            self._rejected(method, str(int(code)))
-        return wire.error_body(rid, code, data)
+    def _reject(self, rid: Any, code: int, method: str, data: Any = None) -> Exchange:
+        return Exchange(wire.error_body(rid, code, data), method, rejected=str(int(code)))

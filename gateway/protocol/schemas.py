@@ -84,7 +84,7 @@ class Schemas:
         )
         """intercept-request validators specialised to one event type: the same constraints for
         that type without evaluating the other branches of the event ``oneOf`` (several times
-        cheaper; equivalence is checked in tests/test_schemas.py)."""
+        cheaper; equivalence is checked in tests/unit/protocol/test_schemas.py)."""
         self.response_for: Mapping[str, Check] = _Lazy(
             lambda event: self._compile(
                 f"intercept-response.schema.json#/$defs/{_type_pascal(event)}InterceptResponse"

@@ -1,7 +1,9 @@
 """Process lifecycle: start listeners on a snapshot, hot reload, drain and stop.
 
 ``GatewayServer`` is what ``ahp-gateway serve`` runs (once per worker) and what tests start on
-ephemeral loopback ports. Every resource opened in :meth:`start` is closed in :meth:`stop`.
+ephemeral loopback ports. The engine and what it owns come from :mod:`gateway.assemble`; the server
+adds the listeners, the inbound gate, the admin listener and the reload watcher. Every resource
+opened in :meth:`start` is closed in :meth:`stop`.
 
 Reload (SIGHUP, or a change of any configuration or policy file, ConfigMap symlink swaps
 included): the new configuration is validated and compiled completely beside the live one, then
@@ -28,22 +30,20 @@ from typing import Any
 from aiohttp import web
 
 from gateway import tasks
+from gateway.assemble import Assembly, observability_for
 from gateway.config.issues import ConfigError
 from gateway.config.load import LoadedConfig, load
 from gateway.config.models import Limits, LocalTransport
-from gateway.observability.capture import Capture, capture_for
-from gateway.observability.decisions import DecisionLog
-from gateway.observability.metrics import Metrics
+from gateway.observability.capture import Capture
 from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
-from gateway.runtime import RuntimeConfig, RuntimeHolder, build
+from gateway.runtime import RuntimeHolder
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.fastlane import FastLane, Lane
 from gateway.server.guard import Guard, build_guard, transport_peer
 from gateway.server.http import build_app
 from gateway.server.limits import GuardedSite, Listeners
 from gateway.telemetry import Telemetry
-from gateway.upstream.http import ClientPool
 
 log = logging.getLogger("ahp_gateway")
 RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing", "inbound", "uploads")
@@ -74,23 +74,6 @@ def signature(paths: list[Path]) -> tuple[Any, ...]:
         except OSError:
             out.append((str(path), None))
     return tuple(out)
-
-
-def observability_for(loaded: LoadedConfig) -> Observability:
-    cfg = loaded.config
-    metrics = Metrics()
-    decisions = None
-    target = cfg.log.decisions
-    if target != "off":
-        if target not in ("stdout", "stderr"):
-            target = str(loaded.base_dir / target)
-        decisions = DecisionLog(
-            target,
-            include_content=cfg.log.includeContent,
-            sample_no_effect=cfg.log.sampleNoEffect,
-            on_drop=metrics.decision_log_drops.inc,
-        )
-    return Observability(metrics, decisions, propagate=cfg.tracing.propagate, spans=cfg.tracing.otel)
 
 
 def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limits: Any) -> Lane:
@@ -130,12 +113,8 @@ class GatewayServer:
         self.telemetry: Telemetry = telemetry or observability_for(loaded)
         self.reuse_port = reuse_port
         self.readiness = Readiness()
-        self.pool = ClientPool()
-        self.holder: RuntimeHolder | None = None
-        self.gateway: Gateway | None = None
+        self.assembly: Assembly | None = None
         self.guard: Guard | None = None
-        self.recording: Capture | None = None
-        """log.capture: the intercepts received, for replay (None when off)."""
         self._app_runner: web.AppRunner | None = None
         self._site: GuardedSite | None = None
         self._lane: Lane | None = None
@@ -155,22 +134,31 @@ class GatewayServer:
     def observability(self) -> Observability | None:
         return self.telemetry if isinstance(self.telemetry, Observability) else None
 
-    def _preregister(self, snap: RuntimeConfig) -> None:
-        if self.observability is not None and self.holder is not None:
-            metrics = self.observability.metrics
-            metrics.preregister([h.id for h in snap.loaded.hooks], [b[0] for b in snap.breakers], snap.expression_ids)
-            metrics.circuits(self.holder.breakers.states())
+    @property
+    def holder(self) -> RuntimeHolder | None:
+        return self.assembly.holder if self.assembly is not None else None
+
+    @property
+    def gateway(self) -> Gateway | None:
+        return self.assembly.gateway if self.assembly is not None else None
+
+    @property
+    def recording(self) -> Capture | None:
+        """log.capture: the intercepts received, for replay (None when off)."""
+        return self.assembly.capture if self.assembly is not None else None
 
     async def start(self) -> None:
-        snapshot = build(self.loaded, self.pool)
-        self.holder = holder = RuntimeHolder(snapshot)
+        assembly = Assembly(self.loaded, telemetry=self.telemetry, uploads=True, capture=True)
+        holder, gateway = assembly.holder, assembly.gateway
         cfg = self.loaded.config
         metrics_ = self.observability.metrics if self.observability is not None else None
-        self.guard = build_guard(cfg, self.loaded.base_dir, self.host, metrics_)
-        self.recording = capture_for(self.loaded)
-        self.gateway = Gateway(holder, self.telemetry, uploads=self.guard.forwarder, capture=self.recording)
-        self.gateway.start()
-        self._preregister(snapshot)
+        try:
+            self.guard = build_guard(cfg, self.loaded.base_dir, self.host, metrics_, assembly.store)
+        except BaseException:  # a refused exposure or a broken tokens file: nothing stays open
+            await assembly.aclose(0.0)
+            raise
+        self.assembly = assembly
+        assembly.start()
         self.readiness.config_loaded = True
         uploads = cfg.uploads.path if cfg.uploads is not None else None
         self.guards = guards = Listeners(
@@ -180,9 +168,9 @@ class GatewayServer:
         def limits() -> Limits:
             return holder.current.loaded.config.limits
 
-        app = build_app(self.gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
+        app = build_app(gateway, cfg.listen.path, limits, guards.body_timeout, self.guard, uploads)
         if cfg.listen.fastLane:
-            self._lane = fast_lane(self.gateway, self.guard, guards, cfg.listen.path, limits)
+            self._lane = fast_lane(gateway, self.guard, guards, cfg.listen.path, limits)
         self._app_runner, self._site = await self._serve(
             app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
         )
@@ -229,12 +217,13 @@ class GatewayServer:
     # ------------------------------------------------------------------ reload
     async def reload(self) -> bool:
         """Validate and compile the configuration again; swap only if all of it is good."""
-        assert self.holder is not None
+        assembly = self.assembly
+        assert assembly is not None
         async with self._reload_lock:
             started = time.perf_counter()
             try:
                 loaded = await asyncio.to_thread(load, self.loaded.path)
-                snapshot = build(loaded, self.pool, breakers=self.holder.breakers)
+                snapshot = assembly.compile(loaded)
             except ConfigError as exc:
                 for issue in exc.issues:
                     log.error("reload rejected: %s", issue)
@@ -245,16 +234,17 @@ class GatewayServer:
                 log.exception("reload failed; keeping the last good configuration")
                 self._reloaded(False)
                 return False
-            old = self.holder.current
+            holder = assembly.holder
+            old = holder.current
             for key in RESTART_ONLY:
                 if getattr(old.loaded.config, key) != getattr(loaded.config, key):
                     log.warning("config key %r changed; it takes effect after a restart", key)
-            self.holder.swap(snapshot)
+            holder.swap(snapshot)
             self.loaded = loaded
-            self._preregister(snapshot)
+            assembly.preregister(snapshot)
             self._reloaded(True)
             log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
-            tasks.spawn(self.holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
+            tasks.spawn(holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
             return True
 
     def _reloaded(self, ok: bool) -> None:
@@ -293,26 +283,21 @@ class GatewayServer:
                 await self._lane.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
             await self._app_runner.cleanup()  # stops accepting, waits for in-flight handlers
             self._app_runner = None
-        if self.gateway is not None:
-            await self.gateway.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
-            await self.gateway.aclose()
-        if self.holder is not None:
-            for upstream in self.holder.current.upstreams:
-                await upstream.aclose()
-        await self.pool.aclose()
+        assembly = self.assembly
+        if assembly is not None:
+            await assembly.drain(self.loaded.config.shutdown.drainTimeoutSeconds)
+            await assembly.release()
         if self.guard is not None:
             await self.guard.aclose()
+        if assembly is not None:
+            await assembly.close_uploads()
         if self._admin_runner is not None:
             if self._admin_site is not None:
                 self._admin_site.close_listener()
             await self._admin_runner.cleanup()
             self._admin_runner = None
-        close = getattr(self.telemetry, "close", None)
-        if close is not None:
-            close()
-        if self.recording is not None:
-            self.recording.close()
-            self.recording = None
+        if assembly is not None:
+            assembly.close_sinks()
 
     async def run_forever(self) -> None:
         loop = asyncio.get_running_loop()

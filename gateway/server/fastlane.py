@@ -37,6 +37,7 @@ from gateway.config.models import Limits
 from gateway.inbound.gate import Peer
 from gateway.inbound.principal import Principal, Refusal
 from gateway.native.endpoint import handle_native
+from gateway.pipeline.exchange import Exchange
 from gateway.server.guard import refusal_text
 from gateway.server.limits import ConnectionGuard, _Guarded
 
@@ -50,7 +51,7 @@ SILENT_GRACE = 1.0
 """Seconds a connection accepted before a drain began has to send its first bytes: its request
 may be on its way (a loaded machine reads it late), so it is not closed at once as idle."""
 
-Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[bytes | None]]
+Handle = Callable[[bytes, Mapping[str, str], Mapping[str, Any] | None], Awaitable[Exchange]]
 Authenticate = Callable[[Mapping[str, str], Peer], Coroutine[Any, Any, Principal | Refusal]]
 
 
@@ -326,7 +327,7 @@ class FastLane(_Guarded):
         self, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
     ) -> bytes | None:
         """The one call of the pipeline on this binding."""
-        return await self._lane.handle(body, headers, principal)
+        return (await self._lane.handle(body, headers, principal)).answer
 
     async def _native(
         self, native: h1.Native, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None

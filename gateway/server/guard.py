@@ -20,7 +20,6 @@ from gateway.binding.rules import body_timeout_reason
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.oauth import WELL_KNOWN, metadata_path, resource_document
 from gateway.inbound.principal import Principal, Refusal
-from gateway.uploads.forward import Forwarder
 from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
 
 log = logging.getLogger("ahp_gateway")
@@ -59,17 +58,19 @@ def refusal_response(refusal: Refusal) -> web.Response:
 
 
 class Guard:
+    """The inbound gate and the upload receiver route. The upload ``store`` is the assembly's
+    (:mod:`gateway.assemble`, which also closes it): the pipeline's forwarder reads what this
+    route writes."""
+
     def __init__(
         self,
         gate: Gate,
         store: UploadStore | None = None,
         max_upload: int = 0,
         count_upload: Callable[[str], None] | None = None,
-        forwarder: Forwarder | None = None,
     ) -> None:
         self.gate = gate
         self.store = store
-        self.forwarder = forwarder
         self.max_upload = max_upload
         self._count = count_upload or (lambda outcome: None)
         self._body_timeout: Callable[[], float] = lambda: 30.0
@@ -107,10 +108,6 @@ class Guard:
 
     async def aclose(self) -> None:
         await self.gate.aclose()
-        if self.forwarder is not None:
-            await self.forwarder.aclose()
-        if self.store is not None:
-            self.store.close()
 
     def install(
         self,
@@ -212,9 +209,10 @@ async def _bounded(request: web.Request, limit: int) -> Any:
         yield chunk
 
 
-def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
+def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None, store: UploadStore | None = None) -> Guard:
     """The guard for one server: refuses an unauthenticated listener off loopback (a config
-    error), counts refusals and uploads, and logs how callers are authenticated."""
+    error), counts refusals and uploads, and logs how callers are authenticated. ``store``: the
+    assembly's upload store, served by the receiver route when ``uploads`` is configured."""
     from gateway.config.issues import ConfigError, Issue
     from gateway.inbound.gate import describe, unauthenticated_exposure
     from gateway.inbound.principal import REASONS
@@ -223,9 +221,7 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
     if problem is not None:
         raise ConfigError([Issue("inbound", "$.inbound.auth", problem)])
     on_refusal = None
-    on_bytes = None
     count = None
-    on_outcome = None
     if metrics is not None:
         for reason in REASONS:
             metrics.child(metrics.auth_failures, reason)
@@ -233,14 +229,8 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
         def on_refusal(reason: str) -> None:
             metrics.child(metrics.auth_failures, reason).inc()
 
-        def on_bytes(tier: str, value: int) -> None:
-            metrics.child(metrics.upload_bytes, tier).set(value)
-
         def count(outcome: str) -> None:
             metrics.child(metrics.uploads, outcome).inc()
-
-        def on_outcome(hook: str, outcome: str) -> None:
-            metrics.child(metrics.upstream_uploads, hook, outcome).inc()
 
     from gateway.inbound.bearer import TokenFileError
 
@@ -248,13 +238,7 @@ def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None) -> Guard:
         gate = Gate(cfg, base, on_refusal=on_refusal)
     except TokenFileError as exc:  # a broken tokens file at start: a clean error, never a traceback
         raise ConfigError([Issue("inbound", "$.inbound.auth.tokensFile", str(exc))]) from None
-    store = None
-    forwarder = None
-    limit = 0
-    if cfg.uploads is not None:
-        store = UploadStore(cfg.uploads.storage, base, on_bytes=on_bytes)
-        forwarder = Forwarder(store, on_outcome)
-        limit = cfg.uploads.maxBytes
+    limit = cfg.uploads.maxBytes if cfg.uploads is not None else 0
     line = describe(cfg)
     (log.warning if "UNAUTHENTICATED" in line else log.info)("%s", line)
-    return Guard(gate, store, limit, count, forwarder)
+    return Guard(gate, store if cfg.uploads is not None else None, limit, count)

@@ -63,7 +63,7 @@ def build_app(
 
     async def evaluate(body: bytes, headers: Mapping[str, str], principal: Principal | None) -> bytes | None:
         """The one call of the pipeline on this binding."""
-        return await gateway.handle(body, headers, cel_principal(principal))
+        return (await gateway.handle(body, headers, cel_principal(principal))).answer
 
     async def handle(request: web.Request) -> web.StreamResponse:
         principal = await authenticate(request)

@@ -31,14 +31,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import Counter
 
+from gateway.assemble import Assembly
 from gateway.config.load import LoadedConfig
-from gateway.pipeline.gateway import Gateway, Handler
+from gateway.pipeline.gateway import Handler
 from gateway.protocol.errors import RpcCode
-from gateway.runtime import RuntimeHolder, build
 from gateway.server.admin import Readiness, build_admin
-from gateway.server.app import observability_for
 from gateway.server.ndjson import Answer, Forward, Framer, LineSplitter, Skip, error_line
-from gateway.upstream.http import ClientPool
 
 log = logging.getLogger("ahp_gateway.stdio")
 CHUNK = 65_536
@@ -112,7 +110,7 @@ async def serve_lines(
 
     async def one(frame: Forward) -> bytes | None:
         try:
-            payload = await handler.handle(frame.body, NO_HEADERS)
+            payload = (await handler.handle(frame.body, NO_HEADERS)).answer
         except Exception:  # an engine bug must not kill the front end; the harness gets -32603
             log.exception("request failed inside the gateway")
             payload = error_line(frame.rid, RpcCode.INTERNAL_ERROR) if frame.rid is not None else None
@@ -239,21 +237,16 @@ async def open_output(fd: int) -> Write:
 async def serve(
     loaded: LoadedConfig, channel: int, *, admin_port: int | None = None, per_event: bool = False, input_fd: int = 0
 ) -> None:
-    """Build the same snapshot, engine, telemetry and decision log as ``serve``, answer stdin
-    until EOF or SIGTERM, then drain and close everything."""
+    """Assemble the same snapshot, engine, telemetry and decision log as ``serve``
+    (:mod:`gateway.assemble`; no upload receiver, so no uploads), answer stdin until EOF or
+    SIGTERM, then drain and close everything."""
     loaded = for_stdio(loaded)
     cfg = loaded.config
-    telemetry = observability_for(loaded)
-    pool = ClientPool()
-    snapshot = build(loaded, pool)
-    holder = RuntimeHolder(snapshot)
-    gateway = Gateway(holder, telemetry)
-    gateway.start()
+    assembly = Assembly(loaded)
+    holder, gateway, telemetry = assembly.holder, assembly.gateway, assembly.observability
+    assert telemetry is not None
+    assembly.start()
     metrics = telemetry.metrics if cfg.metrics.enabled else None
-    if metrics is not None:
-        metrics.preregister(
-            [h.id for h in snapshot.loaded.hooks], [b[0] for b in snapshot.breakers], snapshot.expression_ids
-        )
     skipped = SkipCounter(metrics.registry if metrics is not None and not metrics.multiprocess else None)
     admin: web.AppRunner | None = None
     if admin_port is not None:
@@ -284,15 +277,12 @@ async def serve(
             max_messages=1 if per_event else None,
         )
     finally:
-        await gateway.drain(cfg.shutdown.drainTimeoutSeconds)  # queued observations are delivered
-        await gateway.aclose()
-        for upstream in snapshot.upstreams:
-            with contextlib.suppress(Exception):
-                await upstream.aclose()
-        await pool.aclose()
+        await assembly.drain(cfg.shutdown.drainTimeoutSeconds)  # queued observations are delivered
+        await assembly.release()
+        await assembly.close_uploads()
         if admin is not None:
             await admin.cleanup()
-        telemetry.close()
+        assembly.close_sinks()
 
 
 def run(loaded: LoadedConfig, channel: int, *, admin_port: int | None = None, per_event: bool = False) -> int:

@@ -3,6 +3,7 @@ response attribution, the decision log, the metrics and ``explain``, so they can
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -86,16 +87,17 @@ _BY_PRECEDENCE = (
 )
 
 
-def outcome_of(effects: list[dict[str, Any]]) -> Outcome:
+def outcome_of(effects: Sequence[Mapping[str, Any]]) -> Outcome:
     """The harness-visible outcome of an effect list: the strongest effect wins (deny > ask >
     return > modify > allow > flow stop); anything else advisory (message, inject, continue)
-    is ``message``."""
+    is ``message``. The one definition: the verdict, shadow verdicts and ``replay`` (which reads
+    recorded answers, hence ``get``) all use it."""
     if not effects:
         return Outcome.NO_EFFECT
-    kinds = {e["type"] for e in effects}
+    kinds = {e.get("type") for e in effects}
     for kind, outcome in _BY_PRECEDENCE:
         if kind in kinds:
             return outcome
-    if any(e["type"] == "flow" and e["operation"] == "stop" for e in effects):
+    if any(e.get("type") == "flow" and e.get("operation") == "stop" for e in effects):
         return Outcome.STOP
     return Outcome.MESSAGE

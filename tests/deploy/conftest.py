@@ -15,33 +15,19 @@ import subprocess
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "ahp-gateway"
-CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
-KUBE_VERSION = "1.30.0"
-NAMESPACE = "ahp"
-RELEASE = "demo"
+from tests.support.helm import CHART, KUBE_VERSION, NAMESPACE, RELEASE, HelmResult, missing_tool, values_args
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Also declared in pyproject.toml; repeated so the directory runs on its own with --strict-markers.
     config.addinivalue_line("markers", "slow: long-running tests (image builds, soak)")
     config.addinivalue_line("markers", "deploy: Helm/Kubernetes/Docker artefact checks")
-
-
-def missing_tool(what: str) -> None:
-    """Skip locally; fail in CI, where the tools are part of the test environment."""
-    message = f"{what} is not installed (see tests/deploy/README.md)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
@@ -78,17 +64,6 @@ def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class HelmResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-
 @pytest.fixture(scope="session")
 def helm(helm_bin: Path, helm_env: dict[str, str]) -> Callable[..., HelmResult]:
     def run(*args: str | Path) -> HelmResult:
@@ -98,15 +73,6 @@ def helm(helm_bin: Path, helm_env: dict[str, str]) -> Callable[..., HelmResult]:
         return HelmResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
-
-
-def values_args(values: Iterable[Path | str] = (), sets: Sequence[str] = ()) -> list[str]:
-    args: list[str] = []
-    for path in values:
-        args += ["-f", str(path)]
-    for item in sets:
-        args += ["--set", item]
-    return args
 
 
 @pytest.fixture(scope="session")

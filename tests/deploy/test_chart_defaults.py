@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from gateway.inbound.bearer import parse_tokens
-
-from .conftest import CHART, NAMESPACE, HelmResult
+from tests.support.helm import CHART, NAMESPACE, HelmResult
 
 pytestmark = pytest.mark.deploy
 Render = Callable[..., list[dict[str, Any]]]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.conftest import CHART, REPO, HelmResult
+from tests.support.helm import CHART, REPO, HelmResult
 
 RELEASE = "prod"
 NAMESPACE = "payments"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.conftest import CHART, NAMESPACE
+from tests.support.helm import CHART, NAMESPACE
 
 try:
     import kubernetes_validate  # type: ignore[import-untyped]

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +246,23 @@ async def native_requests(gateway: GatewayServer, harness: str) -> float:
         for line in text.splitlines()
         if line.startswith("ahp_gateway_native_requests_total{") and f'harness="{harness}"' in line
     )
+
+
+Agent = Callable[[Path, dict[str, Any], str], Awaitable[Run]]
+"""One run of an agent: (project directory, hook settings, the command the model runs) → the run."""
+
+
+async def denies_a_force_push_and_runs_a_benign_command(
+    harness: str, gateway: GatewayServer, hooks: dict[str, Any], run: Agent, tmp_path: Path
+) -> None:
+    """Every agent's first scenario: the hook reaches the gateway, the force push does not run and
+    the model is told the policy's reason, and a benign command runs."""
+    before = await native_requests(gateway, harness)
+    denied = await run(tmp_path / "deny", hooks, FORCE_PUSH)
+    assert denied.code == 0, (denied.out, denied.err)
+    assert not denied.ran("pushed.marker")
+    assert denied.got(POLICY_REASON), (denied.tool_results, denied.out, denied.err)
+    assert await native_requests(gateway, harness) > before  # the hook reached the gateway
+    benign = await run(tmp_path / "benign", hooks, BENIGN)
+    assert benign.code == 0, benign.err
+    assert benign.ran("ran.marker"), (benign.out, benign.err, benign.tool_results)

@@ -35,10 +35,10 @@ from tests.harnesses.common import (
     Run,
     base_env,
     closed_port,
+    denies_a_force_push_and_runs_a_benign_command,
     git_project,
     hook_config,
     installed,
-    native_requests,
     run_agent,
     serve,
 )
@@ -162,15 +162,11 @@ async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
     claude_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
 ) -> None:
     hooks = hook_config(HARNESS, gateway.url)
-    before = await native_requests(gateway, HARNESS)
-    denied = await run_claude(claude_bin, model, proxy, tmp_path / "deny", hooks, FORCE_PUSH)
-    assert denied.code == 0, (denied.out, denied.err)
-    assert not denied.ran("pushed.marker")
-    assert denied.got(POLICY_REASON), (denied.tool_results, denied.out, denied.err, model.requests)
-    assert await native_requests(gateway, HARNESS) > before  # the hook reached the gateway
-    benign = await run_claude(claude_bin, model, proxy, tmp_path / "benign", hooks, BENIGN)
-    assert benign.code == 0, benign.err
-    assert benign.ran("ran.marker"), (benign.out, benign.tool_results)
+
+    async def run(project: Path, hooks: dict[str, Any], command: str) -> Run:
+        return await run_claude(claude_bin, model, proxy, project, hooks, command)
+
+    await denies_a_force_push_and_runs_a_benign_command(HARNESS, gateway, hooks, run, tmp_path)
 
 
 async def test_http_hook_denies_through_the_native_endpoint(

@@ -33,9 +33,9 @@ from tests.harnesses.common import (
     Run,
     base_env,
     closed_port,
+    denies_a_force_push_and_runs_a_benign_command,
     hook_config,
     installed,
-    native_requests,
     run_agent,
     serve,
 )
@@ -119,15 +119,11 @@ async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
     copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
 ) -> None:
     hooks = hook_config(HARNESS, gateway.url)
-    before = await native_requests(gateway, HARNESS)
-    denied = await run_copilot(copilot_bin, model, proxy, tmp_path / "deny", hooks, FORCE_PUSH)
-    assert denied.code == 0, denied.err
-    assert not denied.ran("pushed.marker")
-    assert any(POLICY_REASON in r for r in denied.tool_results), denied.tool_results
-    assert await native_requests(gateway, HARNESS) > before  # the hook reached the gateway
-    benign = await run_copilot(copilot_bin, model, proxy, tmp_path / "benign", hooks, BENIGN)
-    assert benign.code == 0, benign.err
-    assert benign.ran("ran.marker"), (benign.out, benign.tool_results)
+
+    async def run(project: Path, hooks: dict[str, Any], command: str) -> Run:
+        return await run_copilot(copilot_bin, model, proxy, project, hooks, command)
+
+    await denies_a_force_push_and_runs_a_benign_command(HARNESS, gateway, hooks, run, tmp_path)
 
 
 async def test_the_permission_hook_alone_denies_on_copilots_tool_input(

@@ -27,18 +27,16 @@ import pytest
 from gateway.server.app import GatewayServer
 from tests.harnesses.common import (
     BENIGN,
-    FORCE_PUSH,
-    POLICY_REASON,
     FakeModel,
     ModelHandler,
     RefusingProxy,
     Run,
     base_env,
     closed_port,
+    denies_a_force_push_and_runs_a_benign_command,
     git_project,
     hook_config,
     installed,
-    native_requests,
     run_agent,
     serve,
 )
@@ -163,15 +161,11 @@ async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
     gemini_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
 ) -> None:
     hooks = hook_config(HARNESS, gateway.url, "--non-interactive")
-    before = await native_requests(gateway, HARNESS)
-    denied = await run_gemini(gemini_bin, model, proxy, tmp_path / "deny", hooks, FORCE_PUSH)
-    assert denied.code == 0, (denied.out, denied.err)
-    assert not denied.ran("pushed.marker")
-    assert denied.got(POLICY_REASON), (denied.tool_results, denied.out, denied.err, model.requests)
-    assert await native_requests(gateway, HARNESS) > before  # the hook reached the gateway
-    benign = await run_gemini(gemini_bin, model, proxy, tmp_path / "benign", hooks, BENIGN)
-    assert benign.code == 0, benign.err
-    assert benign.ran("ran.marker"), (benign.out, benign.err, benign.tool_results)
+
+    async def run(project: Path, hooks: dict[str, Any], command: str) -> Run:
+        return await run_gemini(gemini_bin, model, proxy, project, hooks, command)
+
+    await denies_a_force_push_and_runs_a_benign_command(HARNESS, gateway, hooks, run, tmp_path)
 
 
 async def test_gateway_down_blocks_the_tool(

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gateway.observability.metrics import SPECS, Metrics
-from tests.observability.conftest import (
+from tests.support.grafana import (
     ALERTS,
     ALERTS_TEST,
     DASHBOARD,
@@ -64,6 +64,8 @@ def families() -> list[Any]:
     return [getattr(metrics, spec.attr) for spec in SPECS]
 
 
+# private, of prometheus_client: a metric object has no public name, type or label names before it
+# is collected, and the families are compared to the README without collecting them
 def exposed_name(family: Any) -> str:
     name: str = family._name
     return name + ("_total" if family._type == "counter" else "")

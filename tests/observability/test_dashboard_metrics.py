@@ -17,8 +17,10 @@ import aiohttp
 import pytest
 
 from gateway.observability.metrics import SPECS
-from tests.conftest import gateway_config, intercept, post, tool_before
-from tests.observability.conftest import (
+from tests.support.client import post
+from tests.support.config import gateway_config
+from tests.support.events import intercept, tool_before
+from tests.support.grafana import (
     NOT_FROM_THE_GATEWAY,
     REPO,
     all_rules,

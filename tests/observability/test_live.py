@@ -36,8 +36,10 @@ from aiohttp import web
 
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
-from tests.conftest import ALL_TOOL_BEFORE_CAPS, gateway_config, hook, intercept, post, result, tool_before
-from tests.observability.conftest import (
+from tests.support.client import post
+from tests.support.config import gateway_config, hook
+from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
+from tests.support.grafana import (
     ALERTS,
     NOT_FROM_THE_GATEWAY,
     NOT_PROVOKED_LIVE,
@@ -354,7 +356,7 @@ async def live(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str, pr
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    upstreams.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    upstreams.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     config_path = workdir / "gateway.yaml"
     config_path.write_text(yaml.safe_dump(config(upstreams.url), sort_keys=False))

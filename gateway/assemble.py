@@ -1,0 +1,150 @@
+"""The one place a gateway is put together: client pool, snapshot holder, telemetry, uploads
+forwarder, capture and the :class:`~gateway.pipeline.gateway.Gateway` over them, and the order
+they start, drain and close in.
+
+Every runner uses it (``serve``, ``stdio``, ``explain --call``, ``replay``, the benchmarks), so a
+resource added to the engine is opened and closed everywhere at once, in the same order. What is
+not the engine's stays with the runner: listeners, the inbound gate and the reload watcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from gateway.config.load import LoadedConfig
+from gateway.observability.capture import Capture, capture_for
+from gateway.observability.decisions import DecisionLog
+from gateway.observability.metrics import Metrics
+from gateway.observability.sink import Observability
+from gateway.pipeline.gateway import Gateway
+from gateway.runtime import RuntimeConfig, RuntimeHolder, build
+from gateway.telemetry import Telemetry
+from gateway.uploads.forward import Forwarder
+from gateway.uploads.store import UploadStore
+from gateway.upstream.http import ClientPool
+
+
+def observability_for(loaded: LoadedConfig) -> Observability:
+    """Metrics, the decision log (``log.decisions``) and tracing as the configuration sets them."""
+    cfg = loaded.config
+    metrics = Metrics()
+    decisions = None
+    target = cfg.log.decisions
+    if target != "off":
+        if target not in ("stdout", "stderr"):
+            target = str(loaded.base_dir / target)
+        decisions = DecisionLog(
+            target,
+            include_content=cfg.log.includeContent,
+            sample_no_effect=cfg.log.sampleNoEffect,
+            on_drop=metrics.decision_log_drops.inc,
+        )
+    return Observability(metrics, decisions, propagate=cfg.tracing.propagate, spans=cfg.tracing.otel)
+
+
+def compile_snapshot(loaded: LoadedConfig, pool: ClientPool | None = None) -> RuntimeConfig:
+    """The runtime snapshot exactly as ``serve`` compiles it (``check`` reports this one)."""
+    return build(loaded, pool if pool is not None else ClientPool())
+
+
+def uploads_for(loaded: LoadedConfig, metrics: Metrics | None) -> tuple[UploadStore | None, Forwarder | None]:
+    """The upload store (what the receiver route writes) and the per-upstream forwarder (what the
+    pipeline re-uploads from), when ``uploads`` is configured."""
+    cfg = loaded.config
+    if cfg.uploads is None:
+        return None, None
+    on_bytes: Callable[[str, int], None] | None = None
+    on_outcome: Callable[[str, str], None] | None = None
+    if metrics is not None:
+
+        def on_bytes(tier: str, value: int) -> None:
+            metrics.child(metrics.upload_bytes, tier).set(value)
+
+        def on_outcome(hook: str, outcome: str) -> None:
+            metrics.child(metrics.upstream_uploads, hook, outcome).inc()
+
+    store = UploadStore(cfg.uploads.storage, loaded.base_dir, on_bytes=on_bytes)
+    return store, Forwarder(store, on_outcome)
+
+
+class Assembly:
+    """A gateway and everything it owns. Built in order (pool, snapshot, holder, uploads,
+    capture, gateway); :meth:`start` starts the observation workers; stopping runs
+    :meth:`drain`, :meth:`release`, :meth:`close_uploads`, :meth:`close_sinks` (:meth:`aclose`
+    does all four), so a runner with listeners can close them, and its gate, in between.
+
+    ``snapshot``: an already compiled one (``explain``, ``replay``); ``telemetry``: the sink
+    (default: :func:`observability_for`); ``uploads`` / ``capture``: build the uploads store and
+    forwarder, and ``log.capture``, as configured (a server does, one-shot commands do not)."""
+
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        *,
+        snapshot: RuntimeConfig | None = None,
+        telemetry: Telemetry | None = None,
+        uploads: bool = False,
+        capture: bool = False,
+    ) -> None:
+        self.loaded = loaded
+        self.pool = snapshot.pool if snapshot is not None else ClientPool()
+        self.telemetry: Telemetry = telemetry if telemetry is not None else observability_for(loaded)
+        self.holder = RuntimeHolder(snapshot if snapshot is not None else compile_snapshot(loaded, self.pool))
+        metrics = self.observability.metrics if self.observability is not None else None
+        self.store, self.forwarder = uploads_for(loaded, metrics) if uploads else (None, None)
+        self.capture: Capture | None = capture_for(loaded) if capture else None
+        self.gateway = Gateway(self.holder, self.telemetry, uploads=self.forwarder, capture=self.capture)
+
+    @property
+    def observability(self) -> Observability | None:
+        """The production sink, when that is what telemetry is (metrics, admin ``/metrics``)."""
+        return self.telemetry if isinstance(self.telemetry, Observability) else None
+
+    def compile(self, loaded: LoadedConfig) -> RuntimeConfig:
+        """A new snapshot for a reload: same pool, the live circuit breakers."""
+        return build(loaded, self.pool, breakers=self.holder.breakers)
+
+    def preregister(self, snap: RuntimeConfig) -> None:
+        """Metric series of ``snap``'s hooks, breakers and expressions, present from zero."""
+        if self.observability is not None:
+            metrics = self.observability.metrics
+            metrics.preregister([h.id for h in snap.loaded.hooks], [b[0] for b in snap.breakers], snap.expression_ids)
+            metrics.circuits(self.holder.breakers.states())
+
+    def start(self) -> None:
+        self.gateway.start()
+        self.preregister(self.holder.current)
+
+    async def drain(self, timeout: float) -> None:
+        """Queued observations and shadow calls finish, within ``timeout`` seconds."""
+        await self.gateway.drain(timeout)
+
+    async def release(self) -> None:
+        """Stop the engine, then close the live snapshot's upstreams and the pool they share."""
+        await self.gateway.aclose()
+        for upstream in self.holder.current.upstreams:
+            with contextlib.suppress(Exception):
+                await upstream.aclose()
+        await self.pool.aclose()
+
+    async def close_uploads(self) -> None:
+        if self.forwarder is not None:
+            await self.forwarder.aclose()
+        if self.store is not None:
+            self.store.close()
+
+    def close_sinks(self) -> None:
+        """Last, so everything before could still be recorded: the decision log and capture."""
+        close = getattr(self.telemetry, "close", None)
+        if close is not None:
+            close()
+        if self.capture is not None:
+            self.capture.close()
+            self.capture = None
+
+    async def aclose(self, drain_timeout: float) -> None:
+        await self.drain(drain_timeout)
+        await self.release()
+        await self.close_uploads()
+        self.close_sinks()

@@ -1,0 +1,37 @@
+"""``bench.instructions --by-object`` (README, Performance): the share of instructions per shared
+object, read from a real callgrind dump, adds up to callgrind's own total and names the objects
+that ran."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import ROOT
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.instructions import by_object  # noqa: E402
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is installed by .ci/run")
+def test_shares_by_object_add_up_to_the_dumps_total(tmp_path: Path) -> None:
+    dump = tmp_path / "cg.out"
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}", "/bin/sh", "-c", "echo x | wc -c >/dev/null"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    totals = next(int(line.split()[1]) for line in dump.read_text().splitlines() if line.startswith("totals:"))
+    spent = by_object(dump)
+    assert sum(spent.values()) == totals
+    names = {Path(name).name for name in spent}
+    assert any(name.startswith("libc.so") for name in names), names
+    assert any(name.startswith("ld-linux") for name in names), names
+    assert all(count > 0 for count in spent.values())

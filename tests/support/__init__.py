@@ -1,0 +1,1 @@
+"""Helpers the tests import: events, configurations, loopback servers, peers and fault tools."""
