@@ -97,10 +97,16 @@ def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str 
         loaded, snap = load_and_build(config, stdin_text)
     except ConfigError as exc:
         if fmt == "json":
-            body = {"ok": False, "config": _name(config), "errors": [issue_dict(i) for i in exc.issues], "warnings": []}
+            body = {
+                "ok": False,
+                "config": _name(config),
+                "errors": [issue_dict(i) for i in exc.issues],
+                "warnings": [issue_dict(i) for i in exc.warnings],
+            }
             return CommandResult(1, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
-        text = "".join(issue_text(i) + "\n" for i in exc.issues) + f"{len(exc.issues)} error(s)\n"
-        return CommandResult(1, stderr=text)
+        text = "".join(issue_text(i) + "\n" for i in [*exc.issues, *exc.warnings])
+        counts = f"{len(exc.issues)} error(s)" + (f", {len(exc.warnings)} warning(s)" if exc.warnings else "")
+        return CommandResult(1, stderr=text + counts + "\n")
     warnings = list(loaded.warnings)
     failed = strict and bool(warnings)
     if fmt == "json":
@@ -122,7 +128,8 @@ def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str 
         }
         return CommandResult(1 if failed else 0, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
     out = summary(loaded, snap) + "\n"
-    if failed:
+    if failed:  # the summary must not say OK when the exit status says otherwise
+        out = "FAILED (--strict)" + out.removeprefix("OK")
         return CommandResult(1, out, f"error: {len(warnings)} warning(s) and --strict\n")
     return CommandResult(0, out)
 

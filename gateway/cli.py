@@ -38,7 +38,7 @@ def _load_or_exit(path: str | None) -> LoadedConfig:
     try:
         return load(Path(path) if path else None)
     except ConfigError as exc:
-        _print_issues(exc.issues)
+        _print_issues([*exc.issues, *exc.warnings])
         print(f"{len(exc.issues)} error(s)", file=sys.stderr)
         raise SystemExit(1) from None
 
@@ -174,6 +174,20 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
     return _emit(policy_test(options))
 
 
+def _unknown_event_type(etype: object) -> str | None:
+    """The stderr warning for an event type AHP does not define (a typo routes to nothing and
+    would otherwise look like "no subscription"), naming the closest known type."""
+    import difflib
+
+    from gateway.protocol.events import ALL_EVENTS, ALL_EVENTS_SET
+
+    if etype in ALL_EVENTS_SET:
+        return None
+    close = difflib.get_close_matches(str(etype), ALL_EVENTS, n=1) if isinstance(etype, str) else []
+    hint = f" (did you mean `{close[0]}`?)" if close else ""
+    return f"warning: unknown event type {etype!r}{hint}; no subscription can match it"
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
@@ -194,6 +208,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print("error: the event file must hold a JSON object", file=sys.stderr)
         return 1
     request = request_from(document, caps, snap)
+    unknown = _unknown_event_type(request["params"]["event"].get("type"))
     from gateway.inbound.principal import parse_principal
 
     try:
@@ -201,12 +216,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: --principal: {exc}", file=sys.stderr)
         return 1
+    if unknown:
+        print(unknown, file=sys.stderr)
     for line in explain(snap, request, principal):
         print(line)
     if args.call:
         for line in asyncio.run(explain_call(snap, request, principal)):
             print(line)
-    return 0
+    return 1 if unknown else 0  # the explanation is still shown, but a script must notice the typo
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,7 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
     check.set_defaults(func=cmd_check)
 
-    explain = sub.add_parser("explain", help="show routing, rule results and effects for one event", parents=[common])
+    explain = sub.add_parser(
+        "explain",
+        help="show routing, rule results and effects for one event",
+        description="Show routing, rule results and effects for one event. An event type AHP does not define is "
+        "reported on stderr with the closest known type, and the exit status is 1.",
+        parents=[common],
+    )
     explain.add_argument("--config", required=True)
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")

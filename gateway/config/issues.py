@@ -27,9 +27,13 @@ class Issue:
 
 
 class ConfigError(Exception):
-    def __init__(self, issues: list[Issue]) -> None:
+    """``issues`` are the errors; ``warnings`` found on the way travel with them, so a typo that
+    caused an error (an unknown key next to a missing one) is shown together with it."""
+
+    def __init__(self, issues: list[Issue], warnings: list[Issue] | None = None) -> None:
         super().__init__("\n".join(str(i) for i in issues))
         self.issues = issues
+        self.warnings = list(warnings or ())
 
 
 def json_path(items: tuple[PathItem, ...] | list[PathItem]) -> str:

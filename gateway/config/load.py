@@ -6,16 +6,18 @@ the reason; all of them are collected before failing, so ``ahp-gateway check`` c
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib.util
 import ipaddress
 import os
 import re
 import stat
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 import yaml
@@ -201,10 +203,20 @@ def _at(data: Any, prefix: tuple[PathItem, ...]) -> Any:
     return data
 
 
-def _unknown_fields(model: BaseModel, items: tuple[PathItem, ...] = ()) -> Iterator[tuple[PathItem, ...]]:
+Unknown = tuple[tuple[PathItem, ...], str]
+"""(path of an unknown key or a mistyped value, the message)."""
+
+
+def unknown_message(key: object, allowed: list[str]) -> str:
+    """The unknown-field warning, naming the closest allowed key at that level for a near miss."""
+    close = difflib.get_close_matches(str(key), allowed, n=1) if isinstance(key, str) else []
+    return "unknown field ignored" + (f" (did you mean `{close[0]}`?)" if close else "")
+
+
+def _unknown_fields(model: BaseModel, items: tuple[PathItem, ...] = ()) -> Iterator[Unknown]:
     for key in model.model_extra or {}:
         if type(model).__name__ != "ContentSelection":
-            yield (*items, key)
+            yield (*items, key), unknown_message(key, list(type(model).model_fields))
     for name in type(model).model_fields:
         value = getattr(model, name)
         if isinstance(value, BaseModel):
@@ -213,6 +225,92 @@ def _unknown_fields(model: BaseModel, items: tuple[PathItem, ...] = ()) -> Itera
             for index, child in enumerate(value):
                 if isinstance(child, BaseModel):
                     yield from _unknown_fields(child, (*items, name, index))
+
+
+def _raw_unknown_fields(model: type[BaseModel], data: Any, items: tuple[PathItem, ...] = ()) -> Iterator[Unknown]:
+    """Unknown keys in data that failed validation (no model instance to ask), found by walking
+    the model classes; a union member is chosen by its discriminator or the keys it knows."""
+    for found, message in _walk(model, data, items):
+        if message.startswith("unknown field"):
+            yield found, message
+
+
+def _raw_type_errors(model: type[BaseModel], data: Any) -> Iterator[Unknown]:
+    """Quoted numbers (``timeoutMs: "100"``) and booleans as numbers: pydantic's lax mode would convert
+    them, but the schema says integer, and a harness reading the same file would refuse it."""
+    for found, message in _walk(model, data, ()):
+        if not message.startswith("unknown field"):
+            yield found, message
+
+
+def _walk(model: type[BaseModel], data: Any, items: tuple[PathItem, ...]) -> Iterator[Unknown]:
+    if not isinstance(data, dict):
+        return
+    fields = model.model_fields
+    if model.__name__ != "ContentSelection":
+        for key in data:
+            if key not in fields:
+                yield (*items, key), unknown_message(key, list(fields))
+    for name, field in fields.items():
+        if name in data:
+            kinds = _scalars(field.annotation)
+            value = data[name]
+            if kinds and isinstance(value, str):
+                yield (*items, name), f"must be {_kind_name(kinds)}, not a string (remove the quotes)"
+            elif kinds and isinstance(value, bool):
+                yield (*items, name), f"must be {_kind_name(kinds)}, not a boolean"
+            else:
+                yield from _raw_child(field.annotation, value, (*items, name))
+
+
+def _scalars(annotation: Any) -> set[type]:
+    """The number types a field takes (``int | None`` -> {int}); empty for anything else. Booleans
+    keep their YAML 1.1 spellings (``watch: Yes``), so only numbers are checked."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _scalars(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        found = [_scalars(a) for a in get_args(annotation) if a is not type(None)]
+        return set().union(*found) if found and all(found) else set()
+    return {annotation} if annotation in (int, float) else set()
+
+
+def _kind_name(kinds: set[type]) -> str:
+    return "an integer" if kinds == {int} else "a number"
+
+
+def _raw_child(annotation: Any, value: Any, items: tuple[PathItem, ...]) -> Iterator[Unknown]:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        yield from _raw_child(args[0], value, items)
+    elif origin is Union or origin is types.UnionType:
+        members = [a for a in args if a is not type(None)]
+        lists = [a for a in members if get_origin(a) is list]
+        if isinstance(value, list) and lists:
+            yield from _raw_child(lists[0], value, items)
+        models = [m for m in (_model_of(a) for a in members) if m is not None]
+        if isinstance(value, dict) and models:
+            yield from _walk(max(models, key=lambda m: _fit(m, value)), value, items)
+    elif origin is list and isinstance(value, list) and args:
+        for index, child in enumerate(value):
+            yield from _raw_child(args[0], child, (*items, index))
+    elif (model := _model_of(annotation)) is not None:
+        yield from _walk(model, value, items)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _fit(model: type[BaseModel], value: dict[Any, Any]) -> int:
+    """How well ``value`` fits ``model``: a matching Literal (a discriminator) wins, then known keys."""
+    score = sum(1 for key in value if key in model.model_fields)
+    for name, field in model.model_fields.items():
+        if get_origin(field.annotation) is Literal and value.get(name) in get_args(field.annotation):
+            score += 1000
+    return score
 
 
 def _is_loopback(url: str) -> bool:
@@ -360,14 +458,16 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
         raise ConfigError(issues)
     if not isinstance(source.data, dict):
         raise ConfigError([Issue(str(path), "$", "the configuration must be a mapping", 1)])
+    mistyped = _type_issues(source, GatewayConfig)
     try:
         cfg = GatewayConfig.model_validate(source.data)
     except ValidationError as exc:
-        raise ConfigError(validation_issues(exc, source)) from None
-    warnings = [
-        Issue(str(path), json_path(items), "unknown field ignored", source.line(list(items)), "warning")
-        for items in _unknown_fields(cfg)
-    ]
+        raise ConfigError(
+            _merged(mistyped, validation_issues(exc, source)), _unknown_issues(source, GatewayConfig)
+        ) from None
+    warnings = _unknown_issues(source, cfg)
+    if mistyped:
+        raise ConfigError(mistyped, warnings)
     files = [path]
     hooks: tuple[Backend, ...]
     hooks_source, prefix = source, ("hooks",)
@@ -377,10 +477,14 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
         if reg_source is None:
             raise ConfigError(issues)
         files.append(reg_path)
+        mistyped = _type_issues(reg_source, RegistrationDocument)
         try:
             doc = RegistrationDocument.model_validate(reg_source.data)
         except ValidationError as exc:
-            raise ConfigError(validation_issues(exc, reg_source)) from None
+            more = _unknown_issues(reg_source, RegistrationDocument)
+            raise ConfigError(_merged(mistyped, validation_issues(exc, reg_source)), warnings + more) from None
+        if mistyped:
+            raise ConfigError(mistyped, warnings + _unknown_issues(reg_source, doc))
         if doc.protocolVersion not in cfg.protocolVersions:
             raise ConfigError(
                 [
@@ -390,19 +494,39 @@ def load(path: Path | None = None, text: str | None = None) -> LoadedConfig:
                         f"{doc.protocolVersion!r} is not in protocolVersions",
                         reg_source.line(["protocolVersion"]),
                     )
-                ]
+                ],
+                warnings + _unknown_issues(reg_source, doc),
             )
-        warnings += [
-            Issue(str(reg_path), json_path(items), "unknown field ignored", reg_source.line(list(items)), "warning")
-            for items in _unknown_fields(doc)
-        ]
+        warnings += _unknown_issues(reg_source, doc)
         hooks, hooks_source, prefix = tuple(doc.hooks), reg_source, ("hooks",)
     else:
         hooks = tuple(cfg.hooks or ())
     errors, more = _semantic(cfg, hooks, source, hooks_source, prefix)
     if errors:
-        raise ConfigError(errors)
+        raise ConfigError(errors, warnings + more)
     return LoadedConfig(cfg, hooks, path, tuple(warnings + more), tuple(files))
+
+
+def _unknown_issues(source: Source, model: BaseModel | type[BaseModel]) -> list[Issue]:
+    """Unknown-field warnings of a validated model, or of the raw data when validation failed."""
+    found = _unknown_fields(model) if isinstance(model, BaseModel) else _raw_unknown_fields(model, source.data)
+    return [
+        Issue(str(source.path), json_path(items), message, source.line(list(items)), "warning")
+        for items, message in found
+    ]
+
+
+def _type_issues(source: Source, model: type[BaseModel]) -> list[Issue]:
+    return [
+        Issue(str(source.path), json_path(items), message, source.line(list(items)))
+        for items, message in _raw_type_errors(model, source.data)
+    ]
+
+
+def _merged(first: list[Issue], then: list[Issue]) -> list[Issue]:
+    """``first`` and the issues of ``then`` at other paths (one message per value)."""
+    seen = {issue.path for issue in first}
+    return first + [issue for issue in then if issue.path not in seen]
 
 
 def line_of(file: Path | str, items: tuple[PathItem, ...] | list[PathItem]) -> int | None:

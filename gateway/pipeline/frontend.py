@@ -77,29 +77,50 @@ def where(check: Check, doc: object) -> dict[str, str] | None:
     return None if found is None else {"path": found[0], "keyword": found[1]}
 
 
+def _envelope(path: str, keyword: str) -> dict[str, str]:
+    """``data`` of a -32600 answer: the member and the JSON Schema keyword it fails, in the shape
+    of :func:`where` (never the value, which may be a secret the harness put in the wrong place)."""
+    return {"path": path, "keyword": keyword}
+
+
+def _envelope_problem(msg: dict[str, Any]) -> dict[str, str] | None:
+    if msg.get(jsonrpc.MEMBER) != jsonrpc.VERSION:
+        return _envelope(f"/{jsonrpc.MEMBER}", "required" if jsonrpc.MEMBER not in msg else "const")
+    method = msg.get("method")
+    if not isinstance(method, str) or not method:
+        return _envelope("/method", "required" if "method" not in msg else ("type" if method != "" else "minLength"))
+    if not isinstance(msg.get("params"), dict):
+        return _envelope("/params", "required" if "params" not in msg else "type")
+    return None
+
+
 def check(body: bytes, versions: tuple[str, ...], schemas: Schemas) -> Checked:
     try:
         msg = wire.loads(body)
     except wire.JSONDecodeError:
         return Rejected(None, RpcCode.PARSE_ERROR, UNKNOWN)
     if not isinstance(msg, dict):
-        return Rejected(None, RpcCode.INVALID_REQUEST, UNKNOWN)  # one object per body, never a batch
+        # one object per body, never a batch
+        return Rejected(None, RpcCode.INVALID_REQUEST, UNKNOWN, data=_envelope("", "type"))
     has_id = "id" in msg
     rid = msg.get("id")
     if has_id and not wire.is_request_id(rid):
-        return Rejected(None, RpcCode.INVALID_REQUEST, UNKNOWN)
+        return Rejected(None, RpcCode.INVALID_REQUEST, UNKNOWN, data=_envelope("/id", "type"))
     method = msg.get("method")
     params = msg.get("params")
-    if (
-        msg.get(jsonrpc.MEMBER) != jsonrpc.VERSION
-        or not isinstance(method, str)
-        or not method
-        or not isinstance(params, dict)
-    ):
-        return Notification() if not has_id else Rejected(rid, RpcCode.INVALID_REQUEST, UNKNOWN)
+    problem = _envelope_problem(msg)
+    if problem is not None:
+        return Notification() if not has_id else Rejected(rid, RpcCode.INVALID_REQUEST, UNKNOWN, data=problem)
+    assert isinstance(method, str) and isinstance(params, dict)
     if method == OBSERVE:
         if has_id:
-            return Rejected(rid, RpcCode.INVALID_REQUEST, OBSERVE, message=f"{OBSERVE} is a notification")
+            return Rejected(
+                rid,
+                RpcCode.INVALID_REQUEST,
+                OBSERVE,
+                data=_envelope("/id", "not"),
+                message=f"{OBSERVE} is a notification",
+            )
         return Notification(observe=msg, body=body)
     if method not in REQUEST_METHODS:
         return Notification() if not has_id else Rejected(rid, RpcCode.METHOD_NOT_FOUND, "other")

@@ -111,14 +111,14 @@ def run_case(library: Library, case: CaseSpec, index: int, engine: Engine, file:
         return CaseResult(file, case.name, False, case.expect, None, f"facts differ: {activation.values['facts']!r}")
     result = library.evaluate(event["type"], activation, caps, trace=True)
     fired = tuple(entry.rule for entry in result.trace if entry.result is True)
-    if result.error is not None:
+    if result.error is not None:  # no effects to compare: the backend failed (its failure policy applies)
         return CaseResult(
             file,
             case.name,
             False,
             case.expect,
-            result.effects,
-            f"rule {result.error.rule}: {result.error.result}",
+            None,
+            f"rule {result.error.rule} failed to evaluate: {result.error.result}",
             fired,
         )
     if result.unenforceable is not None:

@@ -103,7 +103,8 @@ def _text(results: Sequence[CaseResult], cover: Coverage | None, options: Option
         if result.error:
             lines.append(f"        error:    {result.error}")
         lines.append(f"        expected: {json.dumps(result.expected, ensure_ascii=False)}")
-        lines.append(f"        actual:   {json.dumps(result.actual, ensure_ascii=False)}")
+        if result.actual is not None:  # None: nothing was evaluated, the error line says why
+            lines.append(f"        actual:   {json.dumps(result.actual, ensure_ascii=False)}")
     failed = sum(not r.passed for r in results)
     if options.pattern and not results:
         lines.append(f"no test name matches --run {options.pattern!r}")

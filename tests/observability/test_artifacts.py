@@ -19,7 +19,6 @@ from tests.support.grafana import (
     DASHBOARD,
     FILE_SELECTOR,
     NOT_FROM_THE_GATEWAY,
-    PROCESS_METRICS,
     README,
     RUNBOOK_BASE,
     SCRAPE_JOB,
@@ -45,9 +44,17 @@ ROW_TITLES = [
     "Observe (hooks/observe)",
     "Configuration and build",
     "Resources",
+    "Connections, authentication and uploads",
 ]
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-OFFLINE_VALUES = {"namespace": ".*", "job": SCRAPE_JOB, "instance": ".+", "upstream": ".+", "datasource": "prometheus"}
+OFFLINE_VALUES = {
+    "cluster": ".*",
+    "namespace": ".*",
+    "job": SCRAPE_JOB,
+    "instance": ".+",
+    "upstream": ".+",
+    "datasource": "prometheus",
+}
 RANGE_FUNCTIONS = re.compile(r"\b(rate|irate|increase|delta|deriv|\w+_over_time)\(")
 SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count", "_created")}
 
@@ -202,9 +209,13 @@ def test_dashboard_structure() -> None:
     assert dash["schemaVersion"] >= 39, "Grafana 11 dashboards use schemaVersion 39 or later"
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-    assert variables["namespace"]["query"] == "label_values(ahp_gateway_build_info, namespace)"
+    assert variables["cluster"]["query"] == "label_values(ahp_gateway_build_info, cluster)"
+    assert variables["cluster"]["allValue"] == ".*", "All must also match series without a cluster label"
+    assert variables["namespace"]["query"] == 'label_values(ahp_gateway_build_info{cluster=~"$cluster"}, namespace)'
     assert variables["namespace"]["allValue"] == ".*", "All must also match series without a namespace label"
-    assert variables["job"]["query"] == 'label_values(ahp_gateway_build_info{namespace=~"$namespace"}, job)'
+    assert variables["job"]["query"] == (
+        'label_values(ahp_gateway_build_info{cluster=~"$cluster", namespace=~"$namespace"}, job)'
+    )
     assert "instance" in variables
     rows = [p["title"] for p in dash["panels"] if p["type"] == "row"]
     assert rows == ROW_TITLES
@@ -260,18 +271,26 @@ def test_dashboard_covers_the_on_call_questions() -> None:
         "ahp_gateway_config_reloads_total",
         "time() - max by (instance) (ahp_gateway_config_last_success_timestamp_seconds",
         "ahp_gateway_build_info",
-        "sum by (instance) (rate(process_cpu_seconds_total{",
-        "sum by (instance) (process_resident_memory_bytes{",
+        "sum by (instance) (rate(ahp_gateway_process_cpu_seconds_total{",
+        "sum by (instance) (ahp_gateway_process_resident_memory_bytes{",
+        "ahp_gateway_process_open_fds{",
+        "ahp_gateway_process_max_fds{",
+        "sum by (instance, listener) (ahp_gateway_open_connections{",
+        "sum by (reason) (rate(ahp_gateway_auth_failures_total{",
+        "sum by (harness, outcome) (rate(ahp_gateway_native_requests_total{",
+        "sum by (outcome) (rate(ahp_gateway_uploads_total{",
     ]:
         assert needed in exprs, f"no panel queries {needed!r}"
 
 
 def test_dashboard_filters_every_query_by_namespace_and_job() -> None:
-    """Releases in different namespaces (or several jobs) are never mixed in one panel."""
+    """Releases in different clusters, namespaces (or several jobs) are never mixed in one panel."""
     for query in dashboard_queries():
-        assert 'namespace=~"$namespace", job=~"$job"' in query.expr, query.where
+        assert 'cluster=~"$cluster", namespace=~"$namespace", job=~"$job"' in query.expr, query.where
     for name, selector, _label in variable_selectors():
-        if name not in ("namespace",):
+        if name != "cluster":
+            assert 'cluster=~"$cluster"' in selector, f"variable {name}"
+        if name not in ("cluster", "namespace"):
             assert 'namespace=~"$namespace"' in selector, f"variable {name}"
 
 
@@ -285,7 +304,7 @@ def test_dashboard_rates_use_the_rate_interval() -> None:
 
 
 def test_dashboard_promql_parses_and_uses_defined_metrics(promql: Any) -> None:
-    defined = defined_sample_names() | NOT_FROM_THE_GATEWAY | PROCESS_METRICS
+    defined = defined_sample_names() | NOT_FROM_THE_GATEWAY
     problems = []
     for query in dashboard_queries():
         try:

@@ -33,14 +33,20 @@ SCRAPE_JOB = "ahp-gateway"
 SCRAPE_NAMESPACE = "ahp"
 """``namespace`` target label the live Prometheus adds (the Prometheus Operator sets it in a cluster)."""
 
+SCRAPE_CLUSTER = "test-cluster"
+"""``cluster`` target label of the live Prometheus (a multi-cluster Prometheus or Thanos adds it)."""
+
 FILE_SELECTOR = 'job=~".*ahp-gateway.*"'
 """The gateway matcher in every rule of alerts.yaml (the Helm chart replaces it with its release's)."""
 
 NOT_FROM_THE_GATEWAY = frozenset({"up"})
 """Series Prometheus itself writes for every scrape target; the only non-gateway names allowed."""
 
-PROCESS_METRICS = frozenset({"process_cpu_seconds_total", "process_resident_memory_bytes"})
-"""prometheus-client's process collector names, which the CPU and memory panels read."""
+NOT_PROVOKED_LIVE = frozenset(
+    {"ahp_gateway_auth_failures_total", "ahp_gateway_native_requests_total", "ahp_gateway_uploads_total"}
+)
+"""Families the live module's gateway has no traffic for (no inbound auth, native adapters or
+uploads configured): their panels must name exported metrics but need not return data there."""
 
 RUNBOOK_BASE = "https://github.com/ahp-gateway/ahp-gateway/blob/main/grafana/README.md#"
 

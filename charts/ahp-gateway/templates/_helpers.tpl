@@ -45,11 +45,31 @@ app.kubernetes.io/part-of: ahp-gateway
 {{- end }}
 {{- end }}
 
+{{/*
+The image reference. global.imageRegistry (a mirror shared by parent charts) replaces the registry
+host of image.repository (its first segment when it contains "." or ":" or is "localhost"), or
+prefixes a repository that names none.
+*/}}
+{{- define "ahp-gateway.imageRepository" -}}
+{{- $repo := .Values.image.repository }}
+{{- $registry := "" }}
+{{- with .Values.global }}{{ $registry = default "" .imageRegistry | trimSuffix "/" }}{{ end }}
+{{- if $registry }}
+{{- $parts := splitList "/" $repo }}
+{{- $first := first $parts }}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- $repo = rest $parts | join "/" }}
+{{- end }}
+{{- $repo = printf "%s/%s" $registry $repo }}
+{{- end }}
+{{- $repo }}
+{{- end }}
+
 {{- define "ahp-gateway.image" -}}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" (include "ahp-gateway.imageRepository" .) .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- printf "%s:%s" (include "ahp-gateway.imageRepository" .) (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 {{- end }}
 
@@ -189,6 +209,11 @@ extraVolumeMounts). Fails the render with the hook id otherwise.
 {{- $cfg := default (dict) .Values.config }}
 {{- $auth := default (dict) .Values.inboundAuth }}
 {{- if and (not $cfg.inbound) (eq (default "bearer" $auth.type) "bearer") }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* Name of the inbound tokens Secret: inboundAuth.existingSecret, else the one the chart creates. */}}
+{{- define "ahp-gateway.inboundTokensSecret" -}}
+{{- default (printf "%s-inbound-tokens" (include "ahp-gateway.fullname" .)) .Values.inboundAuth.existingSecret }}
 {{- end }}
 
 {{/* Namespace of every namespaced object: namespaceOverride, else the release namespace. */}}

@@ -229,7 +229,7 @@ def test_check_json_reports_every_error(workdir: Path) -> None:
 def test_check_strict_fails_on_warnings_only(workdir: Path) -> None:
     out = cli("check", "--config", "gateway.yaml", "--strict", cwd=workdir)
     assert out.returncode == 1 and "1 warning(s) and --strict" in out.stderr
-    assert out.stdout.startswith("OK gateway.yaml")
+    assert out.stdout.startswith("FAILED (--strict) gateway.yaml") and "\nOK" not in out.stdout
     body = json.loads(cli("check", "--config", "gateway.yaml", "--strict", "--format", "json", cwd=workdir).stdout)
     assert body["ok"] is False and body["warnings"]
     text = (workdir / "gateway.yaml").read_text().replace("colour: blue\n", "")
