@@ -240,9 +240,17 @@ class GatewayServer:
                 return False
             holder = assembly.holder
             old = holder.current
-            for key in RESTART_ONLY:
-                if getattr(old.loaded.config, key) != getattr(loaded.config, key):
-                    log.warning("config key %r changed; it takes effect after a restart", key)
+            changed = [key for key in RESTART_ONLY if getattr(old.loaded.config, key) != getattr(loaded.config, key)]
+            if changed:
+                # Applying the rest while these stay as they were would report a success that is
+                # not one (a revoked token still valid, capture still on): refuse the whole reload.
+                log.error(
+                    "reload rejected: %s changed, which only a restart applies; keeping the last good configuration",
+                    ", ".join(changed),
+                )
+                await holder.discard(snapshot)
+                self._reloaded(False)
+                return False
             holder.swap(snapshot)
             self.loaded = loaded
             assembly.preregister(snapshot)

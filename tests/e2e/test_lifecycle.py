@@ -93,6 +93,32 @@ async def test_bad_reload_keeps_the_last_good_config(stub_factory, http, tmp_pat
         await server.stop()
 
 
+@pytest.mark.parametrize("section", [{"log": {"decisions": "off"}}, {"metrics": {"enabled": False}}])
+async def test_a_reload_changing_a_restart_only_section_is_refused_not_half_applied(
+    stub_factory, http, tmp_path, caplog, section
+):
+    """issue 28 item 8: a reload that changes a section only a restart applies (``inbound``,
+    ``log``, ``uploads``, ...) used to report success while that section stayed as it was (a
+    revoked token kept working). It is refused whole: the old configuration keeps serving, the
+    reason names the section, and the reload metrics say failure."""
+    good, other = await stub_factory(_answer("good")), await stub_factory(_answer("other"))
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(gateway_config([hook("org.example.a", good.url)], reload={"watch": False})))
+    server = GatewayServer(load(path))
+    await server.start()
+    try:
+        changed = gateway_config([hook("org.example.a", other.url)], reload={"watch": False}) | section
+        path.write_text(yaml.safe_dump(changed))
+        assert await server.reload() is False
+        assert "reload rejected" in caplog.text and next(iter(section)) in caplog.text
+        _, body = await post(http, server.url, intercept(tool_before(), {"effects": ["message"]}))
+        assert body["result"]["effects"] == [{"type": "message", "text": "good"}]  # nothing of it applied
+        metrics = server.observability.metrics.render()[0].decode()
+        assert 'ahp_gateway_config_reloads_total{result="failure"} 1.0' in metrics
+    finally:
+        await server.stop()
+
+
 async def test_file_change_triggers_reload_through_a_symlink_swap(stub_factory, http, tmp_path):
     """Kubernetes ConfigMap volumes update by swapping a ..data symlink."""
     one, two = await stub_factory(_answer("one")), await stub_factory(_answer("two"))
