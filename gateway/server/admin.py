@@ -10,6 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.server.limits import without_versions
+
 
 @dataclass
 class Readiness:
@@ -52,4 +54,4 @@ def build_admin(
             return web.Response(body=payload, headers={"Content-Type": content_type})
 
         app.router.add_get("/metrics", metrics_handler)
-    return app
+    return without_versions(app)

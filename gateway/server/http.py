@@ -21,7 +21,7 @@ from gateway.inbound.principal import Principal
 from gateway.native.endpoint import handle_native, refused
 from gateway.pipeline.gateway import Handler
 from gateway.server.guard import Guard
-from gateway.server.limits import read_body
+from gateway.server.limits import read_body, without_versions
 
 HARD_BODY_CAP = 64 * 1024 * 1024
 
@@ -108,7 +108,7 @@ def build_app(
     expect = guard.expect if guard is not None else None
     app.router.add_post(path, handle, expect_handler=expect)
     app.router.add_post("/native/{harness}", native, expect_handler=expect)  # native HTTP hooks
-    return app
+    return without_versions(app)
 
 
 def cel_principal(principal: Principal | None) -> Mapping[str, Any] | None:

@@ -38,7 +38,7 @@ from http import HTTPStatus
 from typing import Any, cast
 
 import httptools
-from aiohttp import StreamReader, web
+from aiohttp import StreamReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
@@ -406,3 +406,18 @@ async def read_body(stream: StreamReader, *, limit: int, coding: str | None, tim
     except RequestPayloadError:
         raise BodyRejected(400, "malformed request body framing") from None
     return decoder.finish() if decoder is not None else b"".join(chunks)
+
+
+SERVER = "ahp-gateway"
+"""The ``Server`` header of every aiohttp answer: aiohttp's default names Python's and its own
+version, which tells an attacker which known flaws to try."""
+
+
+def without_versions(app: web.Application) -> web.Application:
+    """``app`` with ``Server: ahp-gateway`` on every answer (the fast lane sends no ``Server``)."""
+
+    async def name_only(_request: web.Request, response: web.StreamResponse) -> None:
+        response.headers[hdrs.SERVER] = SERVER
+
+    app.on_response_prepare.append(name_only)
+    return app
