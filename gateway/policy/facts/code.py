@@ -90,8 +90,9 @@ _DECODE_MARK = re.compile(
 STDIN_CODE = "exec-stdin"
 """The touch of code that evaluates what it read from stdin: the shell layer knows what feeds it."""
 _STDIN_MARK = re.compile(
-    r"sys\.stdin|\binput\(|fileinput|/dev/stdin|\bopen\(\s*0\b|readFileSync\(\s*0\b|process\.stdin|"
-    r"\bSTDIN\b|\$stdin|\bgets\b|\bARGF\b|php://stdin|<>|\breadline\("
+    r"\.stdin\b|['\"]stdin['\"]|\binput\(|fileinput|/dev/stdin|/dev/fd/0|/proc/self/fd/0|\bopen\(\s*0\b|"
+    r"\bos\.read\(\s*0\b|readFileSync\(\s*0\b|\bSTDIN\b|\$stdin|\bgets\b|\bARGF\b|php://stdin|<>|"
+    r"\breadline\("
 )
 """Code that reads its standard input: computed code it evaluates may be whatever was piped in."""
 
