@@ -178,15 +178,6 @@ class RuntimeHolder:
         self._adopt_pools(snapshot)
         return old
 
-    async def discard(self, unused: RuntimeConfig) -> None:
-        """Close what a snapshot that was built but never swapped in opened (a refused reload),
-        except what it shares with the live one (a kept stdio pool)."""
-        live = {id(transport_of(u)) for u in self.current.upstreams}
-        for upstream in unused.upstreams:
-            if id(transport_of(upstream)) not in live:
-                with contextlib.suppress(Exception):
-                    await upstream.aclose()
-
     async def retire(self, old: RuntimeConfig, timeout: float) -> None:
         """Close what only ``old`` used, once its last request has finished (or after
         ``timeout`` seconds)."""

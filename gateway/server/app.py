@@ -227,6 +227,18 @@ class GatewayServer:
             started = time.perf_counter()
             try:
                 loaded = await asyncio.to_thread(load, self.loaded.path)
+                changed = [k for k in RESTART_ONLY if getattr(self.loaded.config, k) != getattr(loaded.config, k)]
+                if changed:
+                    # Applying the rest while these stay as they were would report a success that
+                    # is not one (a revoked token still valid, capture still on): refuse it whole,
+                    # before anything of it is compiled or started.
+                    log.error(
+                        "reload rejected: %s changed, which only a restart applies; "
+                        "keeping the last good configuration",
+                        ", ".join(changed),
+                    )
+                    self._reloaded(False)
+                    return False
                 snapshot = assembly.compile(loaded)
             except ConfigError as exc:
                 for issue in exc.issues:
@@ -240,17 +252,6 @@ class GatewayServer:
                 return False
             holder = assembly.holder
             old = holder.current
-            changed = [key for key in RESTART_ONLY if getattr(old.loaded.config, key) != getattr(loaded.config, key)]
-            if changed:
-                # Applying the rest while these stay as they were would report a success that is
-                # not one (a revoked token still valid, capture still on): refuse the whole reload.
-                log.error(
-                    "reload rejected: %s changed, which only a restart applies; keeping the last good configuration",
-                    ", ".join(changed),
-                )
-                await holder.discard(snapshot)
-                self._reloaded(False)
-                return False
             holder.swap(snapshot)
             self.loaded = loaded
             assembly.preregister(snapshot)
