@@ -6,10 +6,7 @@ module that prints or exits; each command's logic lives in its own module.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -122,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:
         pass
-    from gateway.server.app import GatewayServer
+    from gateway.server.app import GatewayServer, ListenError
 
     async def main() -> None:
         server = GatewayServer(
@@ -145,22 +142,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # found while starting (inbound tokens, listener exposure)
         _print_issues(exc.issues)
         return 1
-    except OSError as exc:
-        if exc.errno not in _LISTEN_ERRORS:
-            raise
-        print(f"error: cannot listen on {_address_of(exc)}: {os.strerror(exc.errno).lower()}", file=sys.stderr)
+    except ListenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-_LISTEN_ERRORS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
-"""A listener that cannot bind: one line naming the address, not a traceback."""
-
-
-def _address_of(exc: OSError) -> str:
-    """``host:port`` from asyncio's bind error text (``... on address ('127.0.0.1', 8080): ...``)."""
-    found = re.search(r"\('([^']*)', (\d+)\)", str(exc))
-    return f"{found.group(1)}:{found.group(2)}" if found else "the configured address"
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:

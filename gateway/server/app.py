@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -91,6 +92,20 @@ def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limi
     main = guards.main
     main.fast = lambda header_timeout: FastLane(main, header_timeout, lane)
     return lane
+
+
+class ListenError(OSError):
+    """A listener could not bind its address (in use, not local, not permitted): one line for the
+    operator naming it, not a traceback."""
+
+    ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+
+    def __init__(self, code: int, address: str) -> None:
+        super().__init__(code, os.strerror(code).lower())
+        self.address = address
+
+    def __str__(self) -> str:
+        return f"cannot listen on {self.address}: {self.strerror}"
 
 
 class GatewayServer:
@@ -215,7 +230,13 @@ class GatewayServer:
             backlog=1024,
             ssl_context=ssl_context,
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            if exc.errno in ListenError.ERRNOS:
+                raise ListenError(exc.errno, f"{host}:{port}") from exc
+            raise
         return runner, site
 
     # ------------------------------------------------------------------ reload

@@ -9,10 +9,13 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import ROOT
 
 
-def test_a_port_in_use_is_one_line_naming_the_address() -> None:
+@pytest.mark.parametrize("listener", ["main", "admin"])
+def test_a_port_in_use_is_one_line_naming_the_address(listener: str) -> None:
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
     held.listen()
@@ -21,6 +24,8 @@ def test_a_port_in_use_is_one_line_naming_the_address() -> None:
     probe.bind(("127.0.0.1", 0))
     admin = probe.getsockname()[1]
     probe.close()
+    if listener == "admin":
+        port, admin = admin, port
     argv = [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--admin-port", str(admin)]
     proc = subprocess.Popen(
         argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -34,4 +39,5 @@ def test_a_port_in_use_is_one_line_naming_the_address() -> None:
         held.close()
     errors = [line for line in err.splitlines() if "error" in line.lower() or "Traceback" in line]
     assert proc.returncode == 1, err
-    assert errors == [f"error: cannot listen on 127.0.0.1:{port}: address already in use"], err
+    held_port = admin if listener == "admin" else port
+    assert errors == [f"error: cannot listen on 127.0.0.1:{held_port}: address already in use"], err
