@@ -29,7 +29,7 @@ def test_no_test_file_imports_a_conftest() -> None:
     assert offenders == []
 
 
-AREAS = {"unit", "binding", "e2e", "hostile", "bench", "deploy", "observability", "harnesses"}
+AREAS = {"unit", "binding", "e2e", "hostile", "bench", "deploy", "observability", "harnesses", "docs"}
 """Where a test file may live (README, Development); tests/test_layout.py is the one file at the top."""
 
 
