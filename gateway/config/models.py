@@ -52,7 +52,7 @@ class Model(BaseModel):
 
 RETIRED_GRANIAN = (
     "the experimental granian listener was retired: the default listener (aiohttp with the fast lane) serves "
-    'that traffic; remove listen.server (README, "Configuration")'
+    "that traffic; remove listen.server (docs/configuration.md)"
 )
 
 
