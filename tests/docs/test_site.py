@@ -5,6 +5,7 @@ site."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,25 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+
+
+def _github_anchor(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_link_of_the_front_page_resolves() -> None:
+    """README.md is outside the site, so mkdocs does not check it: its links into docs/ and the
+    repository must name files that exist, and anchors that their headings make."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert links
+    for link in links:
+        if re.match(r"^[a-z]+://", link):
+            continue
+        target, _, anchor = link.partition("#")
+        path = ROOT / target if target else ROOT / "README.md"
+        assert path.exists(), f"README.md links to {link}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#{1,6} (.+)$", path.read_text(), re.MULTILINE)
+            assert anchor in {_github_anchor(h) for h in headings}, f"README.md: no heading for #{anchor} in {target}"
