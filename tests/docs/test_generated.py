@@ -60,3 +60,12 @@ def test_the_cli_reference_shows_every_subcommand_and_flag() -> None:
             for flag in action.option_strings:
                 if action.help != "==SUPPRESS==" and flag not in ("-h", "--help"):
                     assert f"`{flag}`" in page, f"{name} {flag}"
+
+
+@pytest.mark.parametrize("page", ["docs/reference/configuration.md", "docs/reference/policy-files.md"])
+def test_every_key_of_the_reference_has_a_description(page: str) -> None:
+    """A key without a description in the models (a field docstring or ``description=``) would
+    be an empty cell here: the reference promises every key's meaning."""
+    rows = re.findall(r"^\| `([^`]+)` \|.*\|(.*)\|$", (ROOT / page).read_text(), re.MULTILINE)
+    assert rows
+    assert [key for key, description in rows if not description.strip()] == []
