@@ -1,4 +1,4 @@
-"""Configuration models. Field names are the user-facing contract (README, "Configuration").
+"""Configuration models. Field names are the user-facing contract (docs/configuration.md).
 
 Unknown fields are accepted and reported as warnings (AHP-CORE-003: receivers ignore unknown
 fields in registration documents); they never enable anything.

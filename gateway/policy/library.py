@@ -1,7 +1,7 @@
 """Policy files: ordered CEL rules, each with one effect (deny / ask / message / inject) and an
 optional fallback for harnesses that did not advertise that effect, plus built-in tests.
 
-File format (README, "Policy files")::
+File format (docs/policies/index.md; reference: docs/reference/policy-files.md)::
 
     namespace: org.example.git          # reverse-DNS; default deny codes are <namespace>.<rule id>
     rules:
