@@ -258,11 +258,19 @@ def build_parser() -> argparse.ArgumentParser:
         "subcommand, in any case.",
     )
     parser.add_argument("--version", action="version", version=f"ahp-gateway {gateway.__version__}")
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="the gateway's own log (any case)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     # --log-level is also accepted after the subcommand (it only overrides when given there)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-level", default=argparse.SUPPRESS, type=str.upper, choices=LOG_LEVELS)
+    common.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="also accepted after the subcommand (default: INFO)",
+    )
 
     serve = sub.add_parser(
         "serve",
@@ -307,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     check.add_argument("--config", required=True, help="gateway.yaml or .json; - reads it from stdin")
-    check.add_argument("--format", choices=["text", "json"], default="text")
+    check.add_argument("--format", choices=["text", "json"], default="text", help="json: one document for scripts")
     check.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
     check.set_defaults(func=cmd_check)
 
@@ -320,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         "is 1.",
         parents=[common],
     )
-    explain.add_argument("--config", required=True)
+    explain.add_argument("--config", required=True, help="gateway.yaml or .json")
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
@@ -345,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     ptest.add_argument("paths", nargs="*", help="policy files or directories (default: policies/)")
     ptest.add_argument("-v", "--verbose", action="store_true", help="also list passing tests")
     ptest.add_argument("--run", metavar="PATTERN", help="only tests whose name matches this regular expression")
-    ptest.add_argument("--format", choices=["text", "json"], default="text")
+    ptest.add_argument("--format", choices=["text", "json"], default="text", help="json: one document for scripts")
     ptest.add_argument("--coverage", action="store_true", help="list every rule that no test makes fire")
     ptest.add_argument("--fail-under", type=float, metavar="N", help="exit 1 when under N %% of the rules fire")
     ptest.set_defaults(func=cmd_policy_test)
@@ -366,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--events", required=True, help="log.capture file, or a decision log with includeContent")
     replay.add_argument("--baseline", metavar="OLD.yaml", help="decide the old outcome with this configuration")
     replay.add_argument("--call", action="store_true", help="also call remote upstreams (default: assume no effect)")
-    replay.add_argument("--format", choices=["text", "json"], default="text")
+    replay.add_argument("--format", choices=["text", "json"], default="text", help="json: one document for scripts")
     replay.add_argument("--all", action="store_true", help="list unchanged events too")
     replay.set_defaults(func=cmd_replay)
 
@@ -379,7 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
         "unknown keys are errors.",
         parents=[common],
     )
-    schema.add_argument("--kind", choices=["config", "policy", "registration"], default="config")
+    schema.add_argument(
+        "--kind",
+        choices=["config", "policy", "registration"],
+        default="config",
+        help="gateway.yaml, a policy file or a registration document",
+    )
     schema.set_defaults(func=cmd_schema)
     return parser
 
