@@ -150,6 +150,9 @@ def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
         for x, y in ((a, b), (b, a)) if name == "_==_" else ((a, b),):
             if _denotes(_unlowered(x), env) == "path" and y.kind == "const" and isinstance(y.value, str) and y.value:
                 return frozenset({kind + y.value.lower()})
+            tail = _literal_tail(y) if name == "_==_" else None
+            if tail and _denotes(_unlowered(x), env) == "path":  # `p == facts.home + '/.npmrc'`
+                return frozenset({"text:" + tail.lower()})
         if name == "contains":
             return None
     if name == "startsWith":
@@ -180,6 +183,16 @@ def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
     if prefix is None and _path(a) == ("facts", "tool", "kind"):
         prefix = "tool:"
     return frozenset(prefix + v for v in values) if prefix is not None else None
+
+
+def _literal_tail(n: Node) -> str | None:
+    """The literal a string concatenation ends with (``facts.home + '/.npmrc'``): a path equal to
+    it contains that literal."""
+    if n.kind == "call" and n.value == "_+_" and len(n.children) == 2:
+        last = n.children[1]
+        if last.kind == "const" and isinstance(last.value, str):
+            return last.value
+    return None
 
 
 def _nonempty(n: Node, env: Env) -> Need:
