@@ -464,6 +464,13 @@ def test_the_bundled_rules_are_indexed() -> None:
         ("facts.commands.filter(c, c.program.startsWith('mkfs')).size() > 0", {"prefix:mkfs"}),
         ("facts.paths.filter(p, p.lowerAscii().contains('.ENV')).size() > 0", {"text:.env"}),
         ("facts.paths.exists(p, p == facts.home + '/.NPMRC')", {"text:/.npmrc"}),
+        ("facts.paths.filter(p, cel.bind(l, p.lowerAscii(), l.endsWith('/.pypirc'))).size() > 0", {"text:/.pypirc"}),
+        (
+            "facts.paths.exists(p, ['/.netrc', '/.Boto'].exists(s, p.lowerAscii().endsWith(s)))",
+            {"text:/.netrc", "text:/.boto"},
+        ),
+        ("facts.paths.exists(p, ['/.netrc', 'x'].exists(s, p.endsWith(s) || s == 'x'))", None),
+        ("facts.paths.filter(p, cel.bind(l, p.upperAscii(), l.endsWith('/.PYPIRC'))).size() > 0", None),
         ("facts.paths.exists(p, p == '/x/' + facts.home)", None),
         ("facts.tool.kind in ['read', 'edit'] || facts.shell.unparsed", {"tool:read", "tool:edit", "shell:unparsed"}),
         ("cel.bind(x, 1, facts.effects.filter(e, e.kind == 'exec').size() > 0 && x == 1)", {"effect:exec"}),
