@@ -37,19 +37,21 @@ def parse_command(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]],
     """Facts of every simple command in ``text`` and the reasons it could not be read fully.
 
     A pure function of its three inputs, so repeated commands are answered from a bounded LRU
-    cache; each call gets its own copy decoded from JSON (cached or not), never a shared object."""
+    cache of their JSON encoding; each call gets its own objects (decoded from the cache, or the
+    fresh ones, which hold only JSON types: lists, never tuples), never a shared object."""
     key = (text, cwd, home)
     cached = _cache.get(key)
     if cached is not None:
         _cache.move_to_end(key)
         facts, reasons = orjson.loads(cached)
         return facts, reasons
-    encoded = orjson.dumps(_parse(text, cwd, home))
-    if len(text) <= CACHE_MAX_TEXT and len(encoded) <= CACHE_MAX_FACTS:
-        _cache[key] = encoded
-        if len(_cache) > CACHE_ENTRIES:
-            _cache.popitem(last=False)
-    facts, reasons = orjson.loads(encoded)  # the same JSON shape whether cached or not
+    facts, reasons = _parse(text, cwd, home)
+    if len(text) <= CACHE_MAX_TEXT:
+        encoded = orjson.dumps((facts, reasons))  # before the caller can change them
+        if len(encoded) <= CACHE_MAX_FACTS:
+            _cache[key] = encoded
+            if len(_cache) > CACHE_ENTRIES:
+                _cache.popitem(last=False)
     return facts, reasons
 
 
