@@ -123,7 +123,30 @@ def analyze(language: str, text: str, depth: int = 0) -> Found:
         _Script(language, found, depth).walk(text)
     else:
         _scan(language, text, found)
+    if found.commands and _SOCKET.search(text) and any(_interactive_shell(c) for c in found.commands):
+        found.touches.append(("exec-network", None, False))  # a shell on the code's socket
     return found
+
+
+_SOCKET = re.compile(
+    r"socket\.socket|\bsocket\(|create_connection|fsockopen|stream_socket_client|socket_create|TCPSocket|"
+    r"IO::Socket|\bSocket\b|\bnet\.(connect|Socket|createConnection)|new\s+net\.Socket"
+)
+"""Code that opens a network socket itself (a reverse shell's first half)."""
+_SHELL_NAMES = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "csh", "tcsh"})
+
+
+def _interactive_shell(line: str) -> bool:
+    """A command line that starts a shell reading commands from its input (``/bin/sh -i``)."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = line.split()
+    return (
+        bool(words)
+        and words[0].rsplit("/", 1)[-1] in _SHELL_NAMES
+        and all(w.startswith("-") and "c" not in w[1:] for w in words[1:] if not w.startswith(("<", ">", "2>")))
+    )
 
 
 class _Tree:

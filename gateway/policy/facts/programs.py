@@ -29,6 +29,7 @@ SELECTORS = frozenset(
         "operands-after-first",
         "operands-before-separator",
         "object-paths",
+        "at-files",
         "always",
         "always-cwd",
         "none",
