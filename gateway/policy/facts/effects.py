@@ -61,7 +61,8 @@ FILE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "sed", "
 DOWNLOAD = frozenset(
     {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs", "httpie", "lwp-request", "get",
      "invoke-webrequest", "invoke-restmethod", "iwr", "irm", "lynx", "w3m", "links", "ftp", "tftp", "nc", "ncat",
-     "netcat", "socat", "telnet", "scp", "rsync", "gh", "ssh", "sftp"}
+     "netcat", "nc.traditional", "nc.openbsd", "socat", "telnet", "scp", "rsync", "gh", "ssh", "sftp", "openssl",
+     "ztcp"}
 )  # fmt: skip
 """Programs whose output is downloaded: code from them is ``exec`` with source ``download``."""
 _SEND_OPTIONS = frozenset(
@@ -88,6 +89,10 @@ SECRET_CONTENT = re.compile(
     re.I,
 )
 """Search patterns that look for key material or tokens: searching for them prints secrets."""
+_SECRET_VARIABLE = re.compile(
+    r"\$\{?[A-Z0-9_]*(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]*\b"
+)
+"""A variable of the session's environment that holds a secret (``$GITHUB_TOKEN``, ``${AWS_SECRET_ACCESS_KEY}``)."""
 _SEARCHERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "git-grep", "findstr", "select-string"})
 _NOWHERE = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"})
 """Redirect targets that are no file: ``2>/dev/null`` writes nothing."""
@@ -262,6 +267,8 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
         out += _gh_api_ref(fact, via)
     elif program in _HTTP_CLIENTS and any("/git/refs/" in a for a in args):
         out += _rest_ref(program, args, via)
+    if program in ("echo", "printf") and any("$" in a and _SECRET_VARIABLE.search(a) for a in args):
+        out.append(effect("credential", program, via))  # `echo $GITHUB_TOKEN`: a token the session holds
     searcher = program in _SEARCHERS or (program == "git" and fact["subcommand"] == "grep")
     if searcher and any(SECRET_CONTENT.search(a) for a in args if not a.startswith("--")):
         roots = [e["path"] for e in out if e["kind"] == "read" and e["path"]] or [cwd]
@@ -748,7 +755,15 @@ def _ps_effects(
         if not scripts and fact["stdin_from"]:  # `iwr https://... | iex`
             out.append(effect("exec", program, via, source=source_of(fact["stdin_from"]), certainty="unknown"))
         for w in scripts:
-            out += _ps_script(w, program, via, cwd, home)
+            inner = _ps_script(w, program, via, cwd, home)
+            out += inner
+            if w.text.lstrip().startswith(("(", "$(")) and w.text.rstrip().endswith(")"):
+                # `iex (iwr URL)`, `iex (New-Object Net.WebClient).DownloadString(URL)`: the code is
+                # what the expression returns, known only when it runs
+                fetched = any(e["kind"] == "network" for e in inner) or "download" in w.text.lower()
+                out.append(
+                    effect("exec", program, via, source="download" if fetched else "unknown", certainty="unknown")
+                )
     return out
 
 

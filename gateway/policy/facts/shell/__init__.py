@@ -85,6 +85,7 @@ ENVIRONMENT_PRINTERS = frozenset({"env", "printenv", "set", "export", "declare",
 _SENDS = frozenset({"send", "tunnel"})
 _SOCKET_EXEC = re.compile(r"^(exec|system):", re.I)
 _NC_EXEC = frozenset({"-e", "-c", "--exec", "--sh-exec", "--lua-exec"})
+_NETCATS = frozenset({"nc", "ncat", "netcat", "nc.traditional", "nc.openbsd"})
 
 
 def _link_effects(commands: list[Command]) -> None:
@@ -118,7 +119,7 @@ def _link_effects(commands: list[Command]) -> None:
         socket = any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
         args = fact["args"]
         attached = (program == "socat" and any(_SOCKET_EXEC.match(a) for a in args)) or (
-            program in ("nc", "ncat", "netcat") and any(a in _NC_EXEC for a in args)
+            program in _NETCATS and any(a in _NC_EXEC for a in args)
         )
         # a shell reading its commands from stdin whose output goes to a socket program (the
         # `mkfifo f; cat f | sh -i | nc h p > f` loop), or a command only known at run time
@@ -158,13 +159,16 @@ def _socket_descriptors(commands: list[Command]) -> None:
     ``<&5`` or ``>&5`` reads from or writes to the network."""
     sockets: dict[str, dict[str, Any]] = {}
     for cmd in commands:
+        if cmd.program == "ztcp" and cmd.fact["operands"]:  # zsh/net/tcp: the socket's descriptor is $REPLY
+            host = cmd.fact["operands"][0]
+            sockets["$REPLY"] = effectmod.effect("network", "ztcp", [], host=host, direction="tunnel", path="/dev/tcp/")
         for r in cmd.fact["redirects"]:
             path = r.get("path") or ""
             if path.startswith(("/dev/tcp/", "/dev/udp/")) and r["fd"].isdigit():
                 opened = next((e for e in cmd.fact["effects"] if e["kind"] == "network" and e["path"] == path), None)
                 if opened is not None:
                     sockets[r["fd"]] = opened
-            elif r["op"] in ("<&", ">&") and r["target"] in sockets:
+            elif r["op"] in ("<&", ">&", "&>", ">") and r["target"] in sockets:
                 e = sockets[r["target"]]
                 direction = "fetch" if r["op"] == "<&" else "send"
                 cmd.fact["effects"].append(e | {"program": cmd.program, "direction": direction, "via": []})

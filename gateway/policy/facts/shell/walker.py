@@ -470,6 +470,8 @@ class Walker:
             if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
                 script_at = None
             reads_stdin = script_at is None and program not in ("source", ".") and not has_inline_code(program, args)
+            if "xargs" in cmd.wrappers and program in SHELLS and args and re.fullmatch(r"-[a-z]*c", args[-1]):
+                cmd.code_from = unique([*cmd.code_from, *cmd.stdin_from])  # `curl … | xargs -0 sh -c`
             if script_at is not None:
                 w = argw[script_at]
                 if w.procsub and w.output is not None:

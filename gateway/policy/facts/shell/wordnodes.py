@@ -101,7 +101,9 @@ def word(walker: Walker, n: tree_sitter.Node, src: bytes, st: State, depth: int)
         for c in n.children:
             if c.start_byte > pos:
                 unquoted(src[pos : c.start_byte].decode("utf-8", "replace"), w)
-            if c.type == "simple_expansion" and c.text in _PIDS and w.text.endswith("/proc/"):
+            if w.text.endswith("/proc/") and (
+                (c.type == "simple_expansion" and c.text in _PIDS) or c.type == "command_substitution"
+            ):  # `/proc/$(pgrep node)/environ`: some process, as `/proc/self`
                 w.add("self", True)  # `/proc/$$/environ`: a process of this session, as `/proc/self`
             else:
                 w.extend(word(walker, c, src, st, depth))
