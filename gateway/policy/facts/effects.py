@@ -792,11 +792,12 @@ def _ps_script(w: Word, program: str, via: list[str], cwd: str, home: str) -> li
     if w.dynamic or _nesting.get() >= MAX_NESTING:
         return [effect("exec", program, via, source=source_of(w.sources) if w.sources else "unknown",
                        certainty="unknown")]  # fmt: skip
-    from gateway.policy.facts import shell  # here: shell imports this module
+    from gateway.policy.facts import powershell, shell  # here: both import this module
 
     token = _nesting.set(_nesting.get() + 1)
     try:
         commands, _ = shell.parse_command(tools.powershell_text(w.text), cwd, home)
     finally:
         _nesting.reset(token)
-    return [e | {"via": [*inner, *e["via"]]} for c in commands for e in c["effects"]]
+    found = [e | {"via": [*inner, *e["via"]]} for c in commands for e in c["effects"]]
+    return found + powershell.expression_effects(w.text, program, inner)
