@@ -110,8 +110,10 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     commands: list[dict[str, Any]] = []
     reasons: list[str] = []
     present = False
+    ps = False
     if kind == "shell":
-        text = tools.command_text(inp, "powershell" in name.lower() or "pwsh" in name.lower())
+        ps = "powershell" in name.lower() or "pwsh" in name.lower()
+        text = tools.command_text(inp, ps)
         if text is not None and text.strip():
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
@@ -122,7 +124,7 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     found = [] if kind == "shell" else effects.of_tool(kind, short, paths, globs, hosts, inp)
     for command in commands:
         found += command.pop("effects")
-    if kind == "shell" and ("powershell" in name.lower() or "pwsh" in name.lower()):
+    if ps:
         found += powershell.expression_effects(tools.command_text(inp, False) or "", short, [])
     return {
         "tool": {"name": name.lower(), "short": short, "kind": kind, "server": tools.server_of(tool)},

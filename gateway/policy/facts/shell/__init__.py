@@ -93,21 +93,35 @@ def _link_effects(commands: list[Command]) -> None:
     network is downloaded (``cat < /dev/tcp/h/80 | sh``), a shell or interpreter whose input or
     output is a socket, or that ``socat``/``nc`` attach to one, is a remote shell, and the
     environment printed into a program that sends is a credential leaving."""
-    printers = [c for c in commands if c.program in ENVIRONMENT_PRINTERS and _prints_environment(c.fact)]
-    printing = {c.program for c in printers}
+    printers = []
+    listers = False
+    sockets = False
+    for c in commands:
+        fact = c.fact
+        name = fact["program"]
+        if name in ENVIRONMENT_PRINTERS and _prints_environment(fact):
+            printers.append(c)
+        listers = listers or name in _LISTERS
+        sockets = sockets or bool(fact["redirects"])
+    printing = {c.fact["program"] for c in printers}
     dumps = {e["path"] for c in printers for e in c.fact["effects"] if e["kind"] == "write"}
     for c in printers:  # `env`, `export -p` with nothing between them and the agent: every token shown
         if not c.fact["stdout_to"] and not any(e["kind"] in ("write", "credential") for e in c.fact["effects"]):
             via = [*c.fact["wrappers"], *([c.fact["context"]] if c.fact["context"] else [])]
-            c.fact["effects"].append(effectmod.effect("credential", c.program, via))
-    _socket_descriptors(commands)
-    _fed_file_lists(commands)
-    fetching = {c.program for c in commands if any(e["kind"] == "network" for e in c.fact["effects"]) and c.program}
-    senders = {
-        c.program
-        for c in commands
-        if any(e["kind"] == "network" and e["direction"] in _SENDS for e in c.fact["effects"]) and c.program
-    }
+            c.fact["effects"].append(effectmod.effect("credential", c.fact["program"], via))
+    if sockets:
+        _socket_descriptors(commands)
+    if listers:
+        _fed_file_lists(commands)
+    fetching: set[str] = set()
+    senders: set[str] = set()
+    for c in commands:
+        name = c.fact["program"]
+        for e in c.fact["effects"]:
+            if e["kind"] == "network" and name:
+                fetching.add(name)
+                if e["direction"] in _SENDS:
+                    senders.add(name)
     for cmd in commands:
         fact = cmd.fact
         found: list[dict[str, Any]] = fact["effects"]
@@ -183,9 +197,7 @@ def _fed_file_lists(commands: list[Command]) -> None:
     files it finds, in the kinds CMD's table row gives: ``find ROOT | xargs cat`` reads the tree
     ROOT; ``find ROOT -name N`` only files so named (``ROOT/N``; for a pattern, the sensitive
     names it can reach, as for a glob); ``ls GLOB | xargs cat`` reads what the glob reaches."""
-    listers = [c for c in commands if c.program in _LISTERS]
-    if not listers:
-        return
+    listers = [c for c in commands if c.fact["program"] in _LISTERS]
     for k, cmd in enumerate(commands):
         fact = cmd.fact
         if "xargs" in fact["wrappers"]:
