@@ -10,37 +10,15 @@ out of the verdict.
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from gateway.policy.cases import complete_event, default_capabilities
-from gateway.policy.facts import with_facts
-from gateway.policy.library import Library, load_policies
-from gateway.routing.cel import Engine
-from tests.support.paths import ROOT as REPO
-
-SESSION = {"id": "s1", "cwd": "/home/ana/payments", "workspaceRoots": ["/home/ana/payments"]}
-ENGINE = Engine()
-LIBRARY: Library = load_policies(sorted(p for p in (REPO / "policies").glob("*.yaml") if p.name != "mcp.yaml"), ENGINE)
-NOT_A_VERDICT = {"prefer-force-with-lease"}
-
-
-def flagged(tool: str, inp: dict[str, Any]) -> set[str]:
-    """The ids of the rules that denied or asked about one tool call."""
-    tool_field: dict[str, Any] = {"name": tool, "input": inp}
-    if tool.startswith("mcp__"):
-        server = tool.split("__")[1]
-        tool_field["origin"] = "mcp"
-        tool_field["mcp"] = {"server": {"id": server}, "toolName": tool.split("__")[2], "provenance": "runtime"}
-    event = complete_event({"type": "tool.before", "session": SESSION, "tool": tool_field}, 0)
-    caps = default_capabilities("tool.before")
-    values = {"event": event, "method": "hooks/intercept", "protocolVersion": "draft", "capabilities": caps}
-    activation = ENGINE.activation({**values, "principal": {}, "headers": {}})
-    result = LIBRARY.evaluate("tool.before", with_facts(ENGINE, activation, LIBRARY.uses_facts), caps, trace=True)
-    assert result.error is None, result.error
-    emitted = {e.rule for e in result.trace if e.result is True and e.emitted not in (None, "suppressed")}
-    return emitted - NOT_A_VERDICT
+from tests.support.policy_probe import flagged
 
 
 def _case(item: str | tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -350,3 +328,35 @@ def test_a_benign_look_alike_passes(case: tuple[str, str, dict[str, Any]]) -> No
 def test_every_class_has_ten_attacks_and_three_look_alikes() -> None:
     for cls, (bad, good) in CLASSES.items():
         assert len(bad) >= 10 and len(good) >= 3, cls
+
+
+# ---- a property: wrapping an attack in another shell, sudo, eval, a heredoc or an interpreter's
+# subprocess keeps it flagged ----------------------------------------------------------------------
+SHELL_ATTACKS = [inp["command"] for _, tool, inp in ATTACKS if tool == "Bash" and "\n" not in inp["command"]]
+
+
+def _wrap(command: str, how: str) -> str:
+    if how == "bash-c":
+        return "bash -c " + shlex.quote(command)
+    if how == "sudo":
+        return "sudo bash -c " + shlex.quote(command)
+    if how == "eval":
+        return "eval " + shlex.quote(command)
+    if how == "heredoc":
+        return "bash <<'EOF'\n" + command + "\nEOF"
+    if how == "python":
+        return "python3 -c " + shlex.quote(f"import subprocess; subprocess.run({json.dumps(command)}, shell=True)")
+    if how == "node":
+        return "node -e " + shlex.quote(f"require('child_process').execSync({json.dumps(command)})")
+    raise AssertionError(how)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(SHELL_ATTACKS),
+    st.lists(st.sampled_from(["bash-c", "sudo", "eval", "heredoc", "python", "node"]), min_size=1, max_size=2),
+)
+def test_a_wrapped_attack_stays_flagged(command: str, wraps: list[str]) -> None:
+    for how in wraps:
+        command = _wrap(command, how)
+    assert flagged("Bash", {"command": command}), command

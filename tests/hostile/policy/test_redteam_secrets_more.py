@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.hostile.policy.test_redteam_secrets import flagged
+from tests.support.policy_probe import flagged
 
 KEY = "/home/ana/.ssh/id_rsa"
 AWS = "/home/ana/.aws/credentials"
