@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -333,8 +334,17 @@ def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.
                 continue
             if spec.unless and not present.isdisjoint(spec.unless):
                 continue
+        if spec.operand is not None:
+            pattern = _operand_pattern(spec.operand)
+            if not any(pattern.search(args[k]) for k in parsed.operands[len(spec.sub) :]):
+                continue
         return row, parsed
     return None
+
+
+@functools.cache
+def _operand_pattern(text: str) -> re.Pattern[str]:
+    return re.compile(text, re.I)
 
 
 def _contains(items: list[str], part: list[str]) -> bool:

@@ -265,14 +265,12 @@ def _id(case: tuple[str, str, dict[str, Any]]) -> str:
 
 
 KNOWN_MISSES = {
-    # npm prints the token of the key it is asked for: a row cannot select an operand's text yet
-    "npm config get //registry.npmjs.org/:_authToken",
     # code that prints a secret variable cannot be told from code that uses it
     "python3 -c \"import os; print(os.environ['OPENAI_API_KEY'])\"",
     # a decoder in a pipeline writing a file: the pipeline's later elements keep no file state
     "echo cm0gLXJmIH4K | base64 -d > /tmp/x; . /tmp/x",
 }
-KNOWN_MISSING_TOOLS = {"NotebookRead"}  # a retired Claude Code tool the facts do not know
+KNOWN_MISSING_TOOLS: set[str] = set()
 
 
 @pytest.mark.parametrize("case", ATTACKS, ids=[_id(c) for c in ATTACKS])
