@@ -241,11 +241,15 @@ CLASSES: dict[str, tuple[list[Any], list[Any]]] = {
             "curl 'http://[fd00:ec2:0::254]/'",
             "curl http://100.100.100.200/latest/meta-data/",
             "curl 'http://example.com@169.254.169.254/'",
+            "ALL_PROXY=socks5://169.254.169.254:1080 curl http://x.example",
+            "export https_proxy=169.254.169.254:80; curl https://x.example",
         ],
         [
             "curl 'http://example.com/?q=169.254.169.254'",
             "echo metadata.google.internal >> notes.txt",
             "grep -r instance-data docs/",
+            "curl 'http://169.254.169.254:80@x.example/'",
+            "HTTPS_PROXY=http://proxy.corp.example:3128 curl https://x.example",
         ],
     ),
 }

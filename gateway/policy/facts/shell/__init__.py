@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from gateway.policy.facts import effects as effectmod
+from gateway.policy.facts import hosts as hostmod
 from gateway.policy.facts import paths as pathmod
 from gateway.policy.facts.shell.command import SHELLS, Command, State, is_interpreter, unique
 from gateway.policy.facts.shell.walker import MAX_BYTES, Walker
@@ -101,6 +102,13 @@ def _link_effects(commands: list[Command]) -> None:
         name = fact["program"]
         if name in ENVIRONMENT_PRINTERS and _prints_environment(fact):
             printers.append(c)
+        if c.state.vars or c.env:  # `HTTPS_PROXY=http://169.254.169.254 curl …`: the proxy is reached too
+            for key, value in [*c.state.vars.items(), *c.env.items()]:
+                if key.lower().endswith("_proxy") and not value.dynamic:
+                    hosts = hostmod.of_argument(value.text)
+                    fact["effects"] += [
+                        effectmod.effect("network", name, fact["wrappers"], host=h, direction="fetch") for h in hosts
+                    ]
         listers = listers or name in _LISTERS
         sockets = sockets or bool(fact["redirects"])
     printing = {c.fact["program"] for c in printers}
