@@ -391,7 +391,7 @@ def _table_effects(
         if not chosen and kind == "delete" and ("xargs" in via or fact["dynamic"]):
             out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))  # `xargs rm -rf`
         for w in chosen:
-            if w.text != "-":
+            if w.text != "-" and "://" not in w.text:  # `aws s3 cp s3://b/.env .`: a URL is no local path
                 out += of_path(kind, program, via, w, cwd, home, recursive, lost)
     if spec.credential:
         out.append(effect("credential", program, via))

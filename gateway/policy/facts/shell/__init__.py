@@ -171,8 +171,8 @@ def _prints_environment(fact: dict[str, Any]) -> bool:
     if fact["operands"]:
         return False
     allowed = _ENV_OPTIONS.get(fact["program"])
-    if allowed is None:
-        return fact["program"] != "set" or not fact["args"]  # `set -e` sets options
+    if allowed is None or not fact["args"]:  # `set -e` sets options; a bare `export` prints
+        return fact["program"] != "set" or not fact["args"]
     return bool(fact["options"]) and set(fact["options"]) <= allowed
 
 
