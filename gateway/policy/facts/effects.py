@@ -56,7 +56,8 @@ Effect = dict[str, Any]
 
 DECODERS = frozenset(
     {"base64", "base32", "basenc", "xxd", "openssl", "gunzip", "gzip", "zcat", "bzip2", "bunzip2", "xz", "unxz",
-     "zstd", "uudecode", "rev", "tr", "od", "iconv", "gpg", "age", "lz4", "brotli"}
+     "zstd", "uudecode", "rev", "tr", "od", "iconv", "gpg", "age", "lz4", "brotli", "bzcat", "xzcat", "zstdcat",
+     "lzcat", "lz4cat", "unzstd", "uncompress", "unzip", "tar", "bsdtar", "7z", "7za", "cpio"}
 )  # fmt: skip
 FILE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "sed", "grep"})
 DOWNLOAD = frozenset(
