@@ -164,11 +164,20 @@ class Walker:
             self.assign(n, src, st, depth, ctx)
             return []
         if t in ("declaration_command", "unset_command"):
+            printed: list[Word] = []
             for part in n.named_children:
                 if part.type == "variable_assignment":
                     self.assign(part, src, st, depth, ctx)
                 else:
-                    self.word(part, src, st, depth)
+                    printed.append(self.word(part, src, st, depth))
+            keyword = n.children[0].text.decode() if n.children and n.children[0].text else ""
+            if (
+                t == "declaration_command"
+                and len(printed) == n.named_child_count
+                and all(w.text.startswith("-") for w in printed)
+            ):  # `export -p`, `declare -x`: a command that prints variables, not an assignment
+                cmd = Command([Word(keyword, "0" * len(keyword)), *printed], st, depth, ctx)
+                return self.resolve(cmd, src, st, depth)
             return []
         if t == "subshell":
             return self.children(n, src, st.copy(), depth, ctx)
@@ -377,8 +386,11 @@ class Walker:
             for c in r.children:
                 if c.type == "file_descriptor":
                     fd = c.text.decode() if c.text else ""
+                elif c.type == "ERROR" and c.text in (b"<", b">"):  # tree-sitter-bash has no `<>`
+                    op += c.text.decode()
                 elif not c.is_named:
-                    op = op or (c.text.decode() if c.text else "")
+                    text = c.text.decode() if c.text else ""
+                    op = op + text if op == "<" and text == ">" else (op or text)
                 elif c.type == "heredoc_body":
                     body = c.text.decode() if c.text else ""
                     quoted = any(
@@ -458,6 +470,8 @@ class Walker:
             if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
                 script_at = None
             reads_stdin = script_at is None and program not in ("source", ".") and not has_inline_code(program, args)
+            if "xargs" in cmd.wrappers and program in SHELLS and args and re.fullmatch(r"-[a-z]*c", args[-1]):
+                cmd.code_from = unique([*cmd.code_from, *cmd.stdin_from])  # `curl … | xargs -0 sh -c`
             if script_at is not None:
                 w = argw[script_at]
                 if w.procsub and w.output is not None:
@@ -554,6 +568,9 @@ class Walker:
                     if name:
                         written.append(pathmod.normalize(name, st.cwd, st.home, shell=True))
             for p in written:
+                st.downloads[p] = program
+        if program in effectmod.DECODERS:  # `base64 -d p.b64 > /tmp/p.sh`: decoded code, maybe run later
+            for p in outs:
                 st.downloads[p] = program
         if program == "tee" and cmd.stdin_from:
             feeders = [p for p in cmd.stdin_from if p in DOWNLOADERS]
