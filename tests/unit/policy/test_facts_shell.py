@@ -503,3 +503,20 @@ def test_fresh_facts_hold_only_json_types_so_cached_and_fresh_agree() -> None:
     for text in commands:
         fresh = shell._parse(text, "/home/ana/p", "/home/ana")  # private: the uncached result itself
         assert orjson.loads(orjson.dumps(fresh)) == list(fresh), text
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+@pytest.mark.parametrize(
+    "assignment",
+    ["B='m'\\a'i'\\n", "B='m'\\a'i'\\n ", "B=m'a'\\i\"n\"", "B='m'\\a\\i\\n", "B=\"m\"'a'\\i'n'"],
+)
+def test_a_value_split_into_many_nodes_is_assigned_whole(assignment: str) -> None:
+    """tree-sitter-bash ends ``B='m'\\a'i'\\n`` after ``'m'`` and splits the rest into a command
+    name and an argument: every touching piece is still the value, as bash assigns it (a value
+    cut short let ``git push -f origin $B`` with ``B=main`` pass as a push of ``mai``)."""
+    text = f"{assignment}; printf '%s\\0' \"$B\""
+    out = subprocess.run(
+        [BASH, "--norc", "--noprofile", "-c", text], capture_output=True, env={"LC_ALL": "C.UTF-8"}, check=True
+    )
+    assert out.stdout.decode().split("\0")[:-1] == ["main"]
+    assert one(f"{assignment}; git push -f origin $B")["operands"] == ["origin", "main"]

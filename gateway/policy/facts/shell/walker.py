@@ -289,22 +289,24 @@ class Walker:
         local = st.copy()
         args: list[tree_sitter.Node] = []
         prefix_assign = False
-        last: tree_sitter.Node | None = None
+        last: tree_sitter.Node | None = None  # the assignment whose value may go on in the next node
+        end = -1  # where the last piece of that value ends: a node starting there continues it
         for c in n.children:
             if not c.is_named:
                 if c.type == "$" and c.text != b"$":  # an escaped `\$` the grammar leaves anonymous
                     args.append(c)
                 continue
-            if last is not None and c.start_byte == last.end_byte and not c.type.endswith("redirect"):
-                # tree-sitter-bash ends `B='m'\a'in'` after 'm': the touching rest is still its value
+            if last is not None and c.start_byte == end and not c.type.endswith("redirect"):
+                # tree-sitter-bash ends `B='m'\a'i'\n` after 'm' and splits the rest into more
+                # nodes: every touching one is still the value
                 self.assign(last, src, local, depth, ctx, tail=c)
-                last = c
+                end = c.end_byte
                 continue
             last = None
             if c.type == "variable_assignment":
                 self.assign(c, src, local, depth, ctx)
                 prefix_assign = True
-                last = c
+                last, end = c, c.end_byte
             elif c.type.endswith("redirect"):
                 redirs.append(c)
             elif c.type == "command_name":
