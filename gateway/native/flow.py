@@ -75,11 +75,18 @@ def without_ask(tr: Translation) -> None:
         tr.message["params"]["capabilities"] = {**caps, "effects": [e for e in caps["effects"] if e != "ask"]}
 
 
-def prepare(codec: Codec, raw: bytes, event: str | None, on_error: str, *, ask: bool = True) -> Prepared:
+def prepare(
+    codec: Codec, raw: bytes, event: str | None, on_error: str, *, ask: bool = True, version: str | None = None
+) -> Prepared:
+    """``version``: the agent's version where the payload gives none (:mod:`gateway.native.versions`)."""
     try:
         tr = codec.translate(parse_payload(raw), event)
         if tr is not None and not ask:
             without_ask(tr)
+        if tr is not None and version:
+            harness = tr.message["params"]["event"]["harness"]
+            if harness.get("version") == "unknown":
+                harness["version"] = version
         body = json.dumps(tr.message, ensure_ascii=False).encode("utf-8", "surrogatepass") if tr else None
     except RecursionError:
         return Prepared(None, answer=failure(codec, None, on_error, "unusable native payload: nested too deeply"))
