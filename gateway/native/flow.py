@@ -66,7 +66,8 @@ def parse_payload(raw: bytes) -> Json:
 
 def without_ask(tr: Translation) -> None:
     """Non-interactive runs (``--non-interactive``): nobody can answer a prompt, and headless
-    Gemini (``gemini -p``) waits forever on a BeforeTool ``ask``. Not advertising ``ask`` makes the
+    Gemini (``gemini -p``) waits on a BeforeTool ``ask`` until killed (or, stdin at EOF, exits 0
+    with no output). Not advertising ``ask`` makes the
     gateway apply each asking rule's fallback (its deny), as for a harness that cannot ask; an
     ``ask`` answered anyway is an unusable answer, decided by ``--on-error``."""
     caps = tr.caps

@@ -5,8 +5,9 @@ for trusting them with ``/hooks``) and whose ``config.toml`` points a model prov
 OpenAI Responses API on loopback (streamed with SSE) that makes the model call ``exec_command``
 with the command a test chooses and finish after the tool result. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
-absent) and the model got the policy's reason, a benign command ran, and with the gateway down the
-adapter blocks (the README's failure table).
+absent) and the model got the policy's reason, a benign command ran, the PermissionRequest hook
+alone denies once Codex asks approvals, and with the gateway down the adapter blocks (the
+README's failure table).
 
 Nothing leaves loopback: the features that call github.com or chatgpt.com at start (plugins, apps,
 model discovery, tool suggestions) are off, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` point at a

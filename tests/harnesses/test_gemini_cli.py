@@ -6,8 +6,9 @@ prints, against a fake Gemini API on loopback (``generateContent`` and
 chooses and finish after the tool result; side requests that ask for JSON (the CLI's classifiers)
 get an instance of the request's schema. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
-absent) and the model got the policy's reason, a benign command ran, and with the gateway down the
-adapter blocks (the README's failure table).
+absent) and the model got the policy's reason, a benign command ran, what an ``ask`` does in a
+headless run with and without ``--non-interactive``, and with the gateway down the adapter blocks
+(the README's failure table).
 
 Nothing leaves loopback: telemetry, usage statistics and auto-update are off in
 ``~/.gemini/settings.json``, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` point at a recording proxy that
