@@ -36,6 +36,7 @@ from tests.harnesses.common import (
     denies_a_force_push_and_runs_a_benign_command,
     hook_config,
     installed,
+    native_requests,
     run_agent,
     serve,
 )
@@ -184,3 +185,20 @@ async def test_ask_in_a_headless_run(
     else:
         expected = "(unable to ask user for confirmation): Recursive rm of a path outside the workspace roots"
     assert any(expected in r for r in run.tool_results), run.tool_results
+
+
+async def test_a_message_without_a_decision_is_not_shown_by_copilot(
+    copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
+) -> None:
+    """What the README says of Copilot's preToolUse: a ``message`` with no ask or deny has no
+    Copilot field; the adapter writes it to the hook's stderr, and Copilot 1.0.102 shows it
+    neither to the model nor in its output. (The bundled policy's force-with-lease tip on a
+    force push to a feature branch.)"""
+    hooks = hook_config(HARNESS, gateway.url)
+    before = await native_requests(gateway, HARNESS, event_type="tool.before", outcome="message")
+    run = await run_copilot(
+        copilot_bin, model, proxy, tmp_path, hooks, "touch tip.marker && git push -f origin feature-x"
+    )
+    assert await native_requests(gateway, HARNESS, event_type="tool.before", outcome="message") == before + 1
+    assert run.ran("tip.marker")  # nothing blocked
+    assert not any("force-with-lease" in text for text in [*run.tool_results, run.out, run.err])
