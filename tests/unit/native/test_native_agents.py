@@ -136,6 +136,40 @@ def test_copilot_ask_carries_the_asking_rules_reason() -> None:
     assert doc["permissionDecisionReason"] == why == doc["hookSpecificOutput"]["permissionDecisionReason"]
 
 
+WHY = "Why the rule asks."
+
+
+@pytest.mark.parametrize(
+    ("effects", "decision", "reason"),
+    [
+        (
+            [{"type": "ask"}, {"type": "message", "text": WHY}, {"type": "message", "text": "More."}],
+            "ask",
+            WHY + "\n\nMore.",
+        ),
+        ([{"type": "deny", "reason": R}, {"type": "message", "text": WHY}], "deny", R + "\n\n" + WHY),
+    ],
+)
+def test_copilot_shows_messages_with_its_decision(effects: list[dict[str, Any]], decision: str, reason: str) -> None:
+    """issue 29: ``permissionDecisionReason`` is the one text Copilot shows with a decision: an
+    ask gives the messages, a deny its reason and then the messages (top level and nested)."""
+    tr = translate("copilot", COPILOT_102["preToolUse"], "preToolUse")
+    out = answer("copilot", tr, effects)
+    doc = json.loads(out.stdout)
+    assert (doc["permissionDecision"], doc["permissionDecisionReason"], out.stderr) == (decision, reason, "")
+    assert doc["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse", "permissionDecision": decision, "permissionDecisionReason": reason
+    }  # fmt: skip
+
+
+def test_copilot_message_without_a_decision_goes_to_stderr() -> None:
+    """No Copilot field shows a bare message: the hook's stderr says it, never nowhere."""
+    tr = translate("copilot", COPILOT_102["preToolUse"], "preToolUse")
+    out = answer("copilot", tr, [{"type": "message", "text": WHY}])
+    assert (out.exit_code, out.stdout) == (0, "")
+    assert out.stderr == f"ahp-gateway hook: message (no Copilot field shows it): {WHY}\n"
+
+
 @pytest.mark.asyncio(loop_scope="module")
 async def test_copilot_ask_from_the_bundled_policy_carries_the_rules_reason(default_gateway: GatewayServer) -> None:
     """issue 29, end to end through ``ahp-gateway hook copilot`` and the bundled policy library: a

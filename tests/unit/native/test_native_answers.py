@@ -383,40 +383,6 @@ OUTCOMES: list[tuple[str, str, list[dict[str, Any]], int, Any, str]] = [
         },
         "",
     ),
-    # issue 29: an ask carries the answer's messages (the asking rule's reason) instead
-    (
-        "copilot",
-        "preToolUse/bash",
-        [ASK, MESSAGE, {"type": "message", "text": "Second."}],
-        0,
-        {
-            "permissionDecision": "ask",
-            "permissionDecisionReason": MESSAGE["text"] + "\n\nSecond.",
-            **hso("PreToolUse", permissionDecision="ask", permissionDecisionReason=MESSAGE["text"] + "\n\nSecond."),
-        },
-        "",
-    ),
-    (
-        "copilot",
-        "preToolUse/bash",
-        [DENY, MESSAGE],
-        0,
-        {
-            "permissionDecision": "deny",
-            "permissionDecisionReason": R + "\n\n" + MESSAGE["text"],
-            **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=R + "\n\n" + MESSAGE["text"]),
-        },
-        "",
-    ),
-    # no Copilot field shows a bare message: it goes to the hook's stderr, never nowhere
-    (
-        "copilot",
-        "preToolUse/bash",
-        [MESSAGE],
-        0,
-        None,
-        "ahp-gateway hook: message (no Copilot field shows it): " + MESSAGE["text"] + "\n",
-    ),
     (
         "copilot",
         "preToolUse/bash",
