@@ -152,7 +152,7 @@ async def test_http_hook_denies_through_the_native_endpoint(
 async def test_gateway_down_blocks(
     kind: str, copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: with the gateway stopped the command adapter denies by itself
+    """The failure table of docs/agents/copilot.md: with the gateway stopped the command adapter denies by itself
     (--on-error deny), and Copilot 1.0.102 denies when its HTTP hook's connection is refused."""
     down = f"http://127.0.0.1:{closed_port()}/"
     hooks = hook_config(HARNESS, down, *(["--http"] if kind == "http" else []))
@@ -190,7 +190,7 @@ async def test_ask_in_a_headless_run(
 async def test_a_message_without_a_decision_is_not_shown_by_copilot(
     copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
 ) -> None:
-    """What the README says of Copilot's preToolUse: a ``message`` with no ask or deny has no
+    """What docs/agents/copilot.md says of preToolUse: a ``message`` with no ask or deny has no
     Copilot field; the adapter writes it to the hook's stderr, and Copilot 1.0.102 shows it
     neither to the model nor in its output. (The bundled policy's force-with-lease tip on a
     force push to a feature branch.)"""
