@@ -159,6 +159,7 @@ class Rule:
     program: Program
     effect: EffectSpec
     fallback: EffectSpec | None
+    description: str = ""
 
     def applies_to(self, event_type: str) -> bool:
         return any(matches(p, event_type) for p in self.events)
@@ -282,6 +283,9 @@ class Library:
                 if not asked:
                     effects.append({"type": "ask"})
                     asked = True
+                why = _ask_text(rule, chosen)
+                if why and "message" in advertised:
+                    effects.append({"type": "message", "text": why})
             else:
                 effects.append(_effect(chosen, rule))
             if kind == "deny" or chosen is ASK_FOR_DENY:
@@ -313,6 +317,18 @@ def _chosen(rule: Rule, caps: Mapping[str, Any], advertised: Sequence[str]) -> E
     if denies and (chosen is None or chosen.kind not in ("deny", "ask")):
         return UNENFORCEABLE
     return chosen
+
+
+def _ask_text(rule: Rule, chosen: EffectSpec) -> str:
+    """Why a rule asks, for the person asked: the AHP ``ask`` effect carries no text, and
+    ``message`` is the user-facing effect (protocol §6.1), so it goes out beside the ask when the
+    harness advertised it. A deny standing in as an ask gives the deny's reason, a rule's own ask
+    its description (nothing without one)."""
+    if chosen is ASK_FOR_DENY:
+        for spec in (rule.effect, rule.fallback):
+            if spec is not None and spec.deny is not None:
+                return spec.deny.reason
+    return " ".join(rule.description.split())
 
 
 def _usable(spec: EffectSpec | None, caps: Mapping[str, Any], advertised: Sequence[str]) -> EffectSpec | None:
@@ -476,7 +492,9 @@ def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | 
             where = f"{exc.line}:{exc.column}: " if exc.line else ""
             issues.append(Issue(str(path), json_path(items), f"CEL {where}{exc.message}", source.line(list(items))))
             continue
-        rules.append(Rule(rule.id, path.name, spec.namespace, tuple(rule.events), program, rule, rule.fallback))
+        rules.append(
+            Rule(rule.id, path.name, spec.namespace, tuple(rule.events), program, rule, rule.fallback, rule.description)
+        )
     return PolicyFile(path, spec, tuple(rules))
 
 
