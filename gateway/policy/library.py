@@ -73,7 +73,12 @@ class InjectSpec(_Strict):
 
 
 class AskSpec(_Strict):
-    """``ask: {}``: the AHP ask effect carries no fields; the harness prompts with its own text."""
+    """``ask: {}`` or ``ask: {reason: ...}``: the AHP ask effect carries no fields; the harness
+    prompts with its own text, and the reason goes beside it as a ``message``."""
+
+    reason: str | None = Field(None, min_length=1)
+    """Why the rule asks, for the person asked (sent as a message beside the ask when the harness
+    advertised message; without it, the rule's description)."""
 
 
 RULE_EFFECTS = ("deny", "ask", "message", "inject")
@@ -323,11 +328,13 @@ def _ask_text(rule: Rule, chosen: EffectSpec) -> str:
     """Why a rule asks, for the person asked: the AHP ``ask`` effect carries no text, and
     ``message`` is the user-facing effect (protocol §6.1), so it goes out beside the ask when the
     harness advertised it. A deny standing in as an ask gives the deny's reason, a rule's own ask
-    its description (nothing without one)."""
+    its ``reason``, else its description (nothing without either)."""
     if chosen is ASK_FOR_DENY:
         for spec in (rule.effect, rule.fallback):
             if spec is not None and spec.deny is not None:
                 return spec.deny.reason
+    if chosen.ask is not None and chosen.ask.reason:
+        return " ".join(chosen.ask.reason.split())
     return " ".join(rule.description.split())
 
 

@@ -183,7 +183,7 @@ async def test_ask_in_a_headless_run(
     if non_interactive:
         expected = "Denied by preToolUse hook: Recursive deletes outside the workspace"
     else:
-        expected = "(unable to ask user for confirmation): Recursive rm of a path outside the workspace roots"
+        expected = "(unable to ask user for confirmation): Recursive deletes outside the workspace"
     assert any(expected in r for r in run.tool_results), run.tool_results
 
 

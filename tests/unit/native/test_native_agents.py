@@ -179,7 +179,7 @@ async def test_copilot_ask_from_the_bundled_policy_carries_the_rules_reason(defa
                                 stdin=json.dumps(payload).encode())  # fmt: skip
     doc = json.loads(out)
     assert (code, err, doc["permissionDecision"]) == (0, "", "ask")
-    assert doc["permissionDecisionReason"].startswith("Recursive rm of a path outside the workspace roots")
+    assert doc["permissionDecisionReason"].startswith("Recursive deletes outside the workspace")
 
 
 # ------------------------------------------------------------------------- Gemini headless ask
@@ -227,7 +227,7 @@ async def test_headless_gemini_gets_the_rules_deny_instead_of_ask(default_gatewa
     code, out, err = await hook("gemini", "--url", default_gateway.url, stdin=stdin)
     doc = json.loads(out)
     assert (code, doc["decision"], err) == (0, "ask", "")
-    assert doc["systemMessage"].startswith("Recursive rm of a path outside the workspace roots")  # why it asks
+    assert doc["systemMessage"].startswith("Recursive deletes outside the workspace")  # why it asks
     code, out, err = await hook("gemini", "--url", default_gateway.url, "--non-interactive", stdin=stdin)
     doc = json.loads(out)
     assert code == 0 and err == "" and doc["decision"] == "deny"

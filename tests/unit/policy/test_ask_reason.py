@@ -28,6 +28,11 @@ rules:
     events: [tool.before]
     when: 'event.tool.input.command.contains("secret")'
     ask: {}
+  - id: reasoned
+    description: For policy authors.
+    events: [tool.before]
+    when: 'event.tool.input.command.contains("curl")'
+    ask: {reason: "Downloads need approval."}
   - id: force
     description: Force pushes are reviewed.
     events: [tool.before]
@@ -66,6 +71,15 @@ def test_an_asking_rule_sends_its_description_as_a_message(library: Library) -> 
 @pytest.mark.spec("AHP-CAP-001")
 def test_no_message_unless_message_is_advertised(library: Library) -> None:
     assert _effects(library, "cat .env", ["deny", "ask"]) == [{"type": "ask"}]
+
+
+@pytest.mark.spec("AHP-CAP-001")
+def test_an_ask_reason_is_sent_instead_of_the_description(library: Library) -> None:
+    """``ask: {reason: ...}`` is written for the person asked; the description is for authors."""
+    assert _effects(library, "curl x", ["deny", "ask", "message"]) == [
+        {"type": "ask"},
+        {"type": "message", "text": "Downloads need approval."},
+    ]
 
 
 def test_a_rule_without_a_description_asks_without_a_message(library: Library) -> None:
