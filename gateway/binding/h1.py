@@ -19,6 +19,7 @@ only to its head before it is judged, so a handed-off request is still whole in 
 from __future__ import annotations
 
 import email.utils
+import operator
 import re
 import time
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ _HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgr
 """Headers whose presence hands a request off (the general server implements or refuses them)."""
 _OWS = b" \t"
 _NO_CODING: Final[tuple[str, ...]] = ()
-_NATIVE = re.compile(rb"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
+_NATIVE = re.compile(r"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
 """The native targets read here: anything else (percent-encoding, other parameters) is handed off."""
 
 
@@ -109,42 +110,16 @@ Event = NeedData | Head | Request | Skipped | HandOff
 
 
 class _Head:
-    """llhttp callbacks for one request head, judging each header as it is parsed: ``refused``
-    once anything in it is the general server's to answer."""
+    """llhttp callbacks for one request head. llhttp validates the head (tokens, value bytes,
+    CRLF only, no folding, the request line); the fields are then read from the validated bytes
+    in C (:data:`_FIELD`), not by a Python callback per header line."""
 
-    __slots__ = ("complete", "content_type", "headers", "keep_alive", "length", "native", "parser", "refused", "url")
+    __slots__ = ("complete", "keep_alive", "parser")
 
     def __init__(self) -> None:
-        self.url = b""
-        self.native: Native | None = None
-        self.headers: CIMultiDict[str] = CIMultiDict()
-        self.complete = self.keep_alive = self.refused = False
-        self.length = -1
-        self.content_type = ""
+        self.complete = self.keep_alive = False
         self.parser: httptools.HttpRequestParser | None = None
         """Set while a head is fed (and cleared after, so the two do not form a cycle)."""
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) > MAX_FIELD or len(value) > MAX_FIELD or len(self.headers) >= MAX_FIELDS:
-            self.refused = True
-            return
-        key = name.decode("latin-1")
-        lower = key.lower()
-        if lower in _HANDS_OFF or lower in self.headers:
-            self.refused = True
-            return
-        text = value.strip(_OWS).decode("utf-8", "surrogateescape")  # RFC 9110 §5.5, as aiohttp
-        if lower == "content-length":
-            if not (text.isascii() and text.isdigit()):
-                self.refused = True
-                return
-            self.length = int(text)
-        elif lower == "content-type":
-            self.content_type = text
-        self.headers.add(key, text)
 
     def on_headers_complete(self) -> None:
         self.complete = True
@@ -152,9 +127,28 @@ class _Head:
         self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
 
 
-def read_head(head: bytes, target: bytes, limit: int, native: bool = False) -> _Head | None:
+@dataclass(slots=True)
+class Parsed:
+    """A fast-lane request head, read and judged."""
+
+    headers: CIMultiDict[str]
+    length: int
+    keep_alive: bool
+    native: Native | None = None
+
+
+_FIELD = re.compile(r"([^:\r\n]+):[ \t]*((?:[^\r\n]*[^ \t\r\n])?)[ \t]*\r\n")
+"""One header line of a head llhttp accepted: name, and value without its surrounding OWS
+(RFC 9110 §5.5, as aiohttp). Linear: the value ends at the last byte that is not OWS."""
+_NAME = operator.itemgetter(0)
+_VERSION = " HTTP/1.1"
+
+
+def read_head(head: bytes, target: str, limit: int, native: bool = False) -> Parsed | None:
     """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or None;
     ``native``: ``POST /native/<harness>`` is read too."""
+    if head.count(b"\r\n") - 2 > MAX_FIELDS:
+        return None  # more header lines than the fast lane reads
     parsed = _Head()
     parser = parsed.parser = httptools.HttpRequestParser(parsed)
     try:
@@ -163,28 +157,48 @@ def read_head(head: bytes, target: bytes, limit: int, native: bool = False) -> _
         return None  # the general server answers 400 for it, or serves the upgrade request
     finally:
         parsed.parser = None
+    if not parsed.complete:
+        return None
+    text = head.decode("utf-8", "surrogateescape")  # values as aiohttp decodes them; names are ASCII tokens
+    line_end = text.find("\r\n")
+    if not text.endswith(_VERSION, 0, line_end):
+        return None
+    fields = _FIELD.findall(text, line_end + 2)
+    names = set(map(str.lower, map(_NAME, fields)))
     if (
-        parsed.refused
-        or not parsed.complete
-        or parser.get_http_version() != "1.1"
-        or "host" not in parsed.headers  # 400 from the general server (RFC 9112 §3.2)
-        or parsed.length < 0
+        len(names) != len(fields)  # a repeated header: the general server decides
+        or not _HANDS_OFF.isdisjoint(names)
+        or "host" not in names  # 400 from the general server (RFC 9112 §3.2)
+        or (len(head) > MAX_FIELD and _too_long(fields))
     ):
         return None
+    headers: CIMultiDict[str] = CIMultiDict(fields)
+    length_text = headers.get("content-length")
+    if length_text is None or not (length_text.isascii() and length_text.isdigit()):
+        return None
+    length = int(length_text)
+    content_type = headers.get("content-type", "")
+    media: str | None = JSON if content_type == JSON else media_type(content_type)  # JSON only, on both paths
+    url = text[5 : line_end - len(_VERSION)]
+    found: Native | None = None
+    if url != target:
+        matched = _NATIVE.fullmatch(url) if native else None
+        if matched is None:
+            return None
+        found = Native(matched.group(1), matched.group(2))
     # The binding rules; a refusal is the general server's to answer, after authentication.
-    if parsed.url == target:
-        content_type = parsed.content_type
-        media: str | None = JSON if content_type == JSON else media_type(content_type)
-    elif native and (found := _NATIVE.fullmatch(parsed.url)) is not None:
-        event = found.group(2)
-        parsed.native = Native(found.group(1).decode(), event.decode() if event is not None else None)
-        content_type = parsed.content_type
-        media = JSON if content_type == JSON else media_type(content_type)  # JSON only, as on the AHP path
-    else:
+    if not isinstance(judge(media, length, _NO_CODING, limit), Serve):
         return None
-    if not isinstance(judge(media, parsed.length, _NO_CODING, limit), Serve):
-        return None
-    return parsed
+    return Parsed(headers, length, parsed.keep_alive, found)
+
+
+def _too_long(fields: list[tuple[str, str]]) -> bool:
+    """A header name or value longer than :data:`MAX_FIELD` bytes (only a long head can have one)."""
+    return any(
+        len(name.encode("utf-8", "surrogateescape")) > MAX_FIELD
+        or len(value.encode("utf-8", "surrogateescape")) > MAX_FIELD
+        for name, value in fields
+    )
 
 
 class Reader:
@@ -205,7 +219,8 @@ class Reader:
     )
 
     def __init__(self, target: bytes, native: bool = False) -> None:
-        self.target = target
+        self.target = target.decode("utf-8", "surrogateescape")
+        """As the head's text is decoded (:func:`read_head`): equal exactly when the bytes are."""
         self.native = native
         """Read ``POST /native/<harness>`` too."""
         self._native: Native | None = None

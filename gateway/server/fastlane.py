@@ -142,6 +142,7 @@ class FastLane(_Guarded):
         """The request being read was refused from its head and answered: its body is skipped."""
         self._served = False
         """A request was answered on this connection (so, idle, it may close in a drain)."""
+        self._peer: Peer | None = None
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -223,15 +224,20 @@ class FastLane(_Guarded):
         transport = self._transport
         if transport is None or self._handler is not None:
             return
-        if self._auth is not None and not self._auth.done():
-            limit = 0  # the caller is not authenticated yet: its body is not read until it is
+        buffered = self._reader.buffered
+        if not buffered:  # nothing held (nearly always, between requests): read on
+            pause = False
+        elif self._auth is not None and not self._auth.done():
+            pause = True  # the caller is not authenticated yet: its body is not read until it is
         else:
-            limit = AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD
-        with contextlib.suppress(Exception):
-            if self._reader.buffered > limit:
+            pause = buffered > (AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD)
+        try:
+            if pause:
                 transport.pause_reading()
             else:
                 transport.resume_reading()
+        except Exception:  # noqa: BLE001 - a closing transport: nothing left to bound
+            return
 
     def _advance(self) -> None:
         """Act on the reader's next event: serve a whole request, hand off one that is not ours."""
@@ -283,7 +289,7 @@ class FastLane(_Guarded):
         lane, transport = self._lane, self._transport
         if lane.authenticate is None or transport is None:
             return
-        task = self._loop.create_task(lane.authenticate(headers, lane.peer(transport)))
+        task = self._loop.create_task(lane.authenticate(headers, self._caller()))
         self._auth = task
         task.add_done_callback(self._early_outcome)
 
@@ -314,14 +320,14 @@ class FastLane(_Guarded):
         try:
             principal = None
             if lane.authenticate is not None and self._transport is not None:
-                outcome = await (auth if auth is not None else lane.authenticate(headers, lane.peer(self._transport)))
+                outcome = await (auth if auth is not None else lane.authenticate(headers, self._caller()))
                 if isinstance(outcome, Refusal):
                     close = close or lane.draining
                     self._write(_refusal(outcome, close), close)
                     return
                 principal = outcome.as_cel() if outcome.authenticated else None
-            if request.native is None:
-                status, content_type, payload = frame(await self._evaluate(request.body, headers, principal))
+            if request.native is None:  # the one call of the pipeline on this binding
+                status, content_type, payload = frame((await lane.handle(request.body, headers, principal)).answer)
                 media = _MEDIA.get(content_type) if content_type is not None else None
             else:
                 status, payload = await self._native(request.native, request.body, headers, principal)
@@ -339,11 +345,14 @@ class FastLane(_Guarded):
             self._served = True
             self._next()
 
-    async def _evaluate(
-        self, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
-    ) -> bytes | None:
-        """The one call of the pipeline on this binding."""
-        return (await self._lane.handle(body, headers, principal)).answer
+    def _caller(self) -> Peer:
+        """The caller's address and verified certificate: one per connection, read once."""
+        peer = self._peer
+        if peer is None:
+            transport = self._transport
+            assert transport is not None
+            peer = self._peer = self._lane.peer(transport)
+        return peer
 
     async def _native(
         self, native: h1.Native, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
@@ -351,7 +360,7 @@ class FastLane(_Guarded):
         """``POST /native/<harness>``, as :mod:`gateway.server.http` serves it."""
 
         async def decide(message: bytes, forwarded: Mapping[str, str]) -> tuple[int, bytes | None]:
-            status, _, payload = frame(await self._evaluate(message, forwarded, principal))
+            status, _, payload = frame((await self._lane.handle(message, forwarded, principal)).answer)
             return status, payload if status == 200 else None
 
         return await handle_native(native.harness, body, headers, decide, event=native.event)
