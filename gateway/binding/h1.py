@@ -28,7 +28,7 @@ from typing import Final
 import httptools
 from multidict import CIMultiDict
 
-from gateway.binding.rules import JSON, Serve, judge, media_type
+from gateway.binding.rules import JSON, MALFORMED, Refuse, Serve, judge, media_type
 
 MAX_HEAD = 16384
 """A head longer than this is handed off (the general server applies its own limits)."""
@@ -106,7 +106,24 @@ class HandOff:
     data: bytes
 
 
-Event = NeedData | Head | Request | Skipped | HandOff
+@dataclass(slots=True)
+class Malformed:
+    """The head is not HTTP/1.1 (llhttp refuses it: bad tokens or bytes, folding, bare LF, a
+    smuggling pair of framing headers, ...): answer ``refusal`` (400) and close. The reader is
+    done; no byte of it reaches the general server."""
+
+    refusal: Refuse
+    reason: str
+    """llhttp's error class, for the DEBUG log (never the bytes)."""
+
+
+Event = NeedData | Head | Request | Skipped | HandOff | Malformed
+
+
+class _Quiet:
+    """No callbacks: llhttp only validates."""
+
+    __slots__ = ()
 
 
 class _Head:
@@ -144,21 +161,22 @@ _NAME = operator.itemgetter(0)
 _VERSION = " HTTP/1.1"
 
 
-def read_head(head: bytes, target: str, limit: int, native: bool = False) -> Parsed | None:
-    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or None;
+def read_head(head: bytes, target: str, limit: int, native: bool = False) -> Parsed | Malformed | None:
+    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or
+    :class:`Malformed`, or None (a valid head that is not the fast lane's: hand it off);
     ``native``: ``POST /native/<harness>`` is read too."""
-    if head.count(b"\r\n") - 2 > MAX_FIELDS:
-        return None  # more header lines than the fast lane reads
     parsed = _Head()
     parser = parsed.parser = httptools.HttpRequestParser(parsed)
     try:
         parser.feed_data(head)
-    except (httptools.HttpParserError, httptools.HttpParserUpgrade):
-        return None  # the general server answers 400 for it, or serves the upgrade request
+    except httptools.HttpParserUpgrade:
+        return None  # the general server serves the upgrade request (or refuses it)
+    except httptools.HttpParserError as exc:
+        return Malformed(MALFORMED, type(exc).__name__)
     finally:
         parsed.parser = None
-    if not parsed.complete:
-        return None
+    if not parsed.complete or not head.startswith(b"POST ") or head.count(b"\r\n") - 2 > MAX_FIELDS:
+        return None  # another method, or more header lines than the fast lane reads
     text = head.decode("utf-8", "surrogateescape")  # values as aiohttp decodes them; names are ASCII tokens
     line_end = text.find("\r\n")
     if not text.endswith(_VERSION, 0, line_end):
@@ -212,9 +230,12 @@ class Reader:
         "_keep_alive",
         "_native",
         "_need",
+        "_probe",
+        "_probed",
         "_skip",
         "handed_off",
         "native",
+        "refused",
         "target",
     )
 
@@ -232,6 +253,11 @@ class Reader:
         self._keep_alive = True
         self._skip = False
         self.handed_off = False
+        self.refused = False
+        """A malformed head was answered: the reader is done."""
+        self._probe: httptools.HttpRequestParser | None = None
+        """llhttp over the head being received, while it is incomplete (:meth:`_probe_head`)."""
+        self._probed = 0
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -266,17 +292,22 @@ class Reader:
         buf = self._buf
         if self.handed_off:
             return self._hand_off()
+        if self.refused:
+            del buf[:]  # after a malformed head nothing is read (the connection is closing)
+            return NEED_DATA
         if self._need < 0:
-            if len(buf) >= 5 and buf[:5] != b"POST ":
-                return self._hand_off()
             end = buf.find(_END, 0, MAX_HEAD + 4)
             if end < 0:
-                if len(buf) >= MAX_HEAD + 4 or buf.count(b"\n") != buf.count(b"\r\n"):
-                    return self._hand_off()  # too long, or a bare LF: the general server decides at once
-                return NEED_DATA
+                if len(buf) >= MAX_HEAD + 4:
+                    return self._hand_off()  # too long: the general server's own limits decide
+                return self._probe_head()
+            self._probe = None
             parsed = read_head(bytes(buf[: end + 4]), self.target, limit, self.native)
             if parsed is None:
                 return self._hand_off()
+            if type(parsed) is Malformed:
+                return self._refuse(parsed)
+            assert isinstance(parsed, Parsed)
             self._head_len = end + 4
             self._need = parsed.length
             self._headers = parsed.headers
@@ -304,6 +335,29 @@ class Reader:
         body = bytes(buf[self._head_len : total])
         del buf[:total]
         return Request(headers, body, self._keep_alive, self._native)
+
+    def _probe_head(self) -> NeedData | Malformed:
+        """A head still incomplete: what came of it so far is fed to llhttp once (each byte only
+        once, whatever the segmentation), so a malformed head — garbage, a bare LF, a bad token,
+        another protocol — is refused as soon as it shows, not at the header timeout."""
+        probe = self._probe
+        if probe is None:
+            probe = self._probe = httptools.HttpRequestParser(_Quiet())
+            self._probed = 0
+        try:
+            probe.feed_data(bytes(self._buf[self._probed :]))
+        except httptools.HttpParserUpgrade:  # pragma: no cover - needs a complete head
+            pass
+        except httptools.HttpParserError as exc:
+            return self._refuse(Malformed(MALFORMED, type(exc).__name__))
+        self._probed = len(self._buf)
+        return NEED_DATA
+
+    def _refuse(self, malformed: Malformed) -> Malformed:
+        self.refused = True
+        self._probe = None
+        del self._buf[:]
+        return malformed
 
     def _hand_off(self) -> HandOff:
         self.handed_off = True

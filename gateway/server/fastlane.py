@@ -40,7 +40,7 @@ from gateway.inbound.principal import Principal, Refusal
 from gateway.native.endpoint import handle_native, refused
 from gateway.pipeline.exchange import Exchange
 from gateway.server.guard import refusal_text
-from gateway.server.limits import ConnectionGuard, _Guarded
+from gateway.server.limits import HTTP_LOG, ConnectionGuard, _Guarded
 
 log = logging.getLogger("ahp_gateway")
 
@@ -255,6 +255,8 @@ class FastLane(_Guarded):
                 self._arm_body()
         elif isinstance(event, h1.HandOff):
             self._hand_off(event.data)  # the header timer running for that request stays
+        elif isinstance(event, h1.Malformed):
+            self._malformed(event)
         elif isinstance(event, h1.Head):
             self._disarm()  # head complete: the body timeout takes over
             self._authenticate_early(event.headers)
@@ -263,6 +265,17 @@ class FastLane(_Guarded):
             self._cancel_body()
             self._refused, self._served = False, True
             self._next()
+
+    def _malformed(self, event: h1.Malformed) -> None:
+        """A head no HTTP/1.1 parser accepts: 400 and close, answered here (aiohttp never sees
+        it), logged as aiohttp's are (:class:`~gateway.server.limits._ClientErrors`): one DEBUG
+        line naming the error class, never the bytes."""
+        self._disarm()
+        self._cancel_body()
+        self._cancel_idle()
+        HTTP_LOG.debug("malformed HTTP request rejected (%s)", event.reason)
+        refusal = event.refusal
+        self._write(response(refusal.status, refusal.body, TEXT, close=True), True)
 
     def _hand_off(self, data: bytes) -> None:
         """From here on the connection is aiohttp's: its handler reads the handed-off request from

@@ -85,7 +85,7 @@ async def gw(gateway_factory, stub_factory):
             {"mode": "observe", "events": ["*"], "content": {"default": "body"}},
         ],
     }
-    from tests.unit.telemetry.test_telemetry_capture import Capture
+    from tests.support.telemetry import Capture
 
     capture = Capture()
     server = await gateway_factory(gateway_config([entry]), telemetry=capture)

@@ -21,8 +21,8 @@ from gateway.config.issues import ConfigError
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
 from gateway.telemetry import NullTelemetry
-from tests.e2e.test_exchange import write_config
 from tests.support.events import intercept, tool_before
+from tests.support.local_policy import write_config
 from tests.support.paths import ROOT
 
 

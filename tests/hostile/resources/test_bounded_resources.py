@@ -183,7 +183,7 @@ async def test_the_observation_queue_is_bounded_in_bytes_AHP_OBS_section_8_3(gat
     """A slow observer and large notifications: what is queued stays within ``observe.queueBytes``
     (it grew with ``queueSize`` × body: 800 of 1 MiB held ~0.8 GiB); the rest is dropped and
     counted as ``queue_full``, and what was kept is delivered once the observer answers."""
-    from tests.unit.telemetry.test_telemetry_capture import Capture
+    from tests.support.telemetry import Capture
 
     slow = await stub_factory()
     slow.observe_gate = asyncio.Event()

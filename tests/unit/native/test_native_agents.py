@@ -14,7 +14,7 @@ from gateway.native import ahp, flow
 from gateway.native.gemini import CAPS as GEMINI_CAPS
 from gateway.native.model import NativeAnswer, Translation
 from gateway.server.app import GatewayServer
-from tests.e2e.test_native_e2e import default_gateway, hook
+from tests.support.native_gateway import default_gateway, hook
 
 __all__ = ["default_gateway"]  # the module-scoped gateway fixture, shared with test_native_e2e
 
