@@ -2,18 +2,23 @@
 
 :class:`Reader` takes the bytes of one connection (:meth:`Reader.feed`) and returns what they
 amount to (:meth:`Reader.next_event`): :data:`NEED_DATA`, a :class:`Head` whose body is still on
-its way, a whole :class:`Request`, a :class:`Skipped` body, or :class:`HandOff` — this request is
-not the fast lane's, and it and every later byte belong to the general HTTP server. It serves only
+its way, a whole :class:`Request`, a :class:`Skipped` body, :class:`Malformed` — the head is not
+HTTP/1.1: answer 400 and close — or :class:`HandOff` — this request is valid but not the fast
+lane's, and it and every later byte belong to the general HTTP server. It serves only
 ``POST <path>`` with ``Content-Type: application/json`` (and, if asked, ``POST /native/<harness>``
 with at most an ``event`` parameter), one exact ``Content-Length`` within ``maxBodyBytes``, no
 content or transfer coding, no ``Expect`` or ``Upgrade``, HTTP/1.1, a ``Host``.
 
-Why a hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
-duplicate ``Content-Length``), so the first ``CRLFCRLF`` ends the head llhttp parsed and the body
-is exactly ``Content-Length`` bytes after it. Whatever the general server might refuse (a repeated
-header, no ``Host``, an upgrade, fields near its limits, a head over :data:`MAX_HEAD`) is handed
-off, so the fast lane never serves a request the general server would refuse. A request is read
-only to its head before it is judged, so a handed-off request is still whole in the buffer.
+Every head is read by llhttp first (an incomplete one as its bytes come, so garbage is refused at
+once): what llhttp refuses — a bad token or byte, a bare LF, folding, two ``Content-Length``, a
+``Content-Length`` beside ``Transfer-Encoding`` — is :class:`Malformed`, answered here with
+:data:`gateway.binding.rules.MALFORMED`, so the general server is only ever handed whole heads
+llhttp accepted. Why a hand-off stays exact: llhttp accepts only CRLF line endings, so the first
+``CRLFCRLF`` ends the head it parsed and the body is exactly ``Content-Length`` bytes after it.
+Whatever the general server might refuse although llhttp accepts it (a repeated header, no
+``Host``, an upgrade, fields near its limits, a head over :data:`MAX_HEAD`) is handed off, so the
+fast lane never serves a request the general server would refuse. A request is read only to its
+head before it is judged, so a handed-off request is still whole in the buffer.
 """
 
 from __future__ import annotations

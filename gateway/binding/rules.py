@@ -142,6 +142,11 @@ class Decoder:
         self._out: list[bytes] = []
         self._zlib = zlib.decompressobj(self._wbits)
 
+    @property
+    def size(self) -> int:
+        """Decoded bytes produced so far (at most ``limit + 1``: decoding stops there)."""
+        return self._size
+
     def feed(self, data: bytes) -> None:
         while data:
             if self._zlib.eof:

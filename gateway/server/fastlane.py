@@ -7,9 +7,11 @@ pipeline from the CPU caches. The fast lane feeds a connection's bytes to the sa
 all traffic: ``POST <listen.path>`` and ``POST /native/<harness>``) and writes
 :func:`gateway.binding.rules.frame` of each answer. The first request the reader hands off, and
 every byte after it, go to an aiohttp handler connected to the transport at that moment, which
-answers as if it had read the connection from that request on (401/403, 404, 405, 413, 415, 400,
-uploads, other native targets, metadata). Requests on one connection are served one at a time,
-in order, so the two never write at once.
+answers as if it had read the connection from that request on (401/403, 404, 405, 413, 415,
+uploads, other native targets, metadata). A head the reader finds malformed is answered here (400,
+close, :data:`gateway.binding.rules.MALFORMED`): aiohttp is handed only whole heads llhttp
+accepted. Requests on one connection are served one at a time, in order, so the two never write
+at once.
 
 Kept from the aiohttp path: authentication from the headers and TLS peer before the body is
 read (reading pauses while it runs; a refused caller's body is discarded as it comes, never
@@ -195,6 +197,16 @@ class FastLane(_Guarded):
         elif not self._busy and self._reader.buffered:
             self._advance()
             self._bound()
+
+    @property
+    def handed_off(self) -> bool:
+        """The connection is aiohttp's now (a request that was not the fast lane's came)."""
+        return self._handler is not None
+
+    @property
+    def authenticating(self) -> bool:
+        """The caller is being authenticated from a head whose body has not all come."""
+        return self._auth is not None
 
     def _head_pending(self) -> bool:
         """A request head has begun and is not complete, and nothing is being served."""

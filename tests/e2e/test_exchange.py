@@ -93,6 +93,7 @@ async def test_other_messages_carry_what_telemetry_counts(assemble: Make) -> Non
 
 async def test_an_overloaded_gateway_answers_at_once_and_counts_the_rejection(assemble: Make) -> None:
     gateway = assemble(limits={"maxInflight": 1}).gateway
+    # private: holding an intercept in flight publicly needs a slow upstream; the counter is what maxInflight reads
     gateway._running = 1  # one intercept is running: the next one is over the limit
     exchange = await gateway.handle(dumps(intercept(tool_before("ls"))), {})
     assert exchange.answer is not None and json.loads(exchange.answer)["error"]["code"] == -32003

@@ -22,9 +22,11 @@ from gateway.native.command import main as hook_main
 from gateway.native.snippets import snippet
 from gateway.server.app import GatewayServer
 from tests.support.client import post
-from tests.support.native_gateway import hook
+from tests.support.native_gateway import default_gateway, hook
 from tests.support.native_payloads import ALL, event_of
 from tests.support.paths import ROOT
+
+__all__ = ["default_gateway"]  # the module-scoped gateway fixture (tests/support/native_gateway.py)
 
 FORCE_PUSH = "git push --force origin main"
 POLICY_REASON = "Force-pushing to a protected branch"
@@ -105,7 +107,7 @@ async def test_gateway_down_denies_by_default_and_allows_on_request() -> None:
 @pytest.mark.spec("AHP-FAIL-001")
 @pytest.mark.parametrize("harness", HARNESSES)
 async def test_gateway_down_and_slow_give_the_exact_native_denial(harness: str) -> None:
-    from tests.unit.native.test_native_answers import FAIL_DENY, SYNTHETIC
+    from tests.support.native_answers import FAIL_DENY, SYNTHETIC
 
     key, code, stdout = FAIL_DENY[harness]
     payload, event = shell_payload(harness, "ls -la")

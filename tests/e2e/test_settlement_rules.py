@@ -602,7 +602,7 @@ COMPACT_CAPS = {
 
 
 def _compaction(effect: dict[str, Any], sent_parts: Any) -> Accepted | Failure:
-    from tests.binding.test_fixtures import _event
+    from tests.support.fixture_events import fixture_event as _event
 
     event = _event("context.compact.before", "evt-compact", {})
     sent = {k: v for k, v in event.items() if k != "instructions"}
