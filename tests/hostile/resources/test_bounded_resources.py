@@ -409,6 +409,7 @@ async def test_a_confirmed_ref_is_reused_only_for_reuse_seconds_AHP_UPLOAD_secti
         forwarder = server.assembly.forwarder
         assert forwarder is not None
         now = [1000.0]
+        # private: the served forwarder's clock (its constructor takes one); waiting reuseSeconds for real is slow
         forwarder._clock = lambda: now[0]
         _, receipt = await upload(http, server, PNG, token=TOKEN_A)
         await call(http, server, _attachments_event([receipt["ref"]], 0))
