@@ -44,7 +44,6 @@ limits (128 lines, 8190 bytes a field): every answer to such a head is then aioh
 _END = b"\r\n\r\n"
 _HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade", "sec-websocket-key1"})
 """Headers whose presence hands a request off (the general server implements or refuses them)."""
-_OWS = b" \t"
 _NO_CODING: Final[tuple[str, ...]] = ()
 _NATIVE = re.compile(r"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
 """The native targets read here: anything else (percent-encoding, other parameters) is handed off."""
@@ -180,7 +179,8 @@ def read_head(head: bytes, target: str, limit: int, native: bool = False) -> Par
         return Malformed(MALFORMED, type(exc).__name__)
     finally:
         parsed.parser = None
-    if not parsed.complete or not head.startswith(b"POST ") or head.count(b"\r\n") - 2 > MAX_FIELDS:
+    lines = head.count(b"\r\n") - 2  # header lines: llhttp accepted no bare LF and no folding
+    if not parsed.complete or not head.startswith(b"POST ") or lines > MAX_FIELDS:
         return None  # another method, or more header lines than the fast lane reads
     text = head.decode("utf-8", "surrogateescape")  # values as aiohttp decodes them; names are ASCII tokens
     line_end = text.find("\r\n")
@@ -189,7 +189,8 @@ def read_head(head: bytes, target: str, limit: int, native: bool = False) -> Par
     fields = _FIELD.findall(text, line_end + 2)
     names = set(map(str.lower, map(_NAME, fields)))
     if (
-        len(names) != len(fields)  # a repeated header: the general server decides
+        len(fields) != lines  # every line one field, or the general server decides
+        or len(names) != lines  # a repeated header: the general server decides
         or not _HANDS_OFF.isdisjoint(names)
         or "host" not in names  # 400 from the general server (RFC 9112 §3.2)
         or (len(head) > MAX_FIELD and _too_long(fields))

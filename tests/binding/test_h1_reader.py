@@ -306,3 +306,24 @@ def test_a_refused_body_is_never_stored_whatever_the_pieces_AHP_HTTP_001_section
         if offset + size < first_end:
             assert reader.buffered == 0
     assert found[0] == Skipped() and requests(found) == [b"{}"]
+
+
+FIELD_VALUES = [
+    (b"X-A:   spaced  value \t", "spaced  value"),
+    (b"X-A: a:b: c", "a:b: c"),
+    (b"X-A:", ""),
+    (b"X-A: \t ", ""),
+    (b"X-A:\tv", "v"),
+    ("X-A: caf\u00e9".encode(), "caf\u00e9"),
+    (b"X-A: caf\xe9", "caf\udce9"),  # not UTF-8: kept byte for byte (surrogateescape), as aiohttp
+    (b"x-a: " + b"v " * 2000 + b"w", "v " * 2000 + "w"),
+]
+
+
+@pytest.mark.parametrize(("line", "value"), FIELD_VALUES)
+def test_field_values_lose_only_their_surrounding_whitespace_RFC_9110_section_5_5(line: bytes, value: str) -> None:
+    """The fields are read from the head llhttp validated, one per line, names as sent."""
+    [event] = events(post(line))
+    assert isinstance(event, Request)
+    assert event.headers.getall("x-a") == [value]
+    assert list(event.headers) == ["Host", "Content-Type", "Content-Length", line.split(b":")[0].decode()]
