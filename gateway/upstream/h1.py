@@ -487,6 +487,11 @@ class H1Client:
         finally:
             origin.release(conn)  # aborted unless the answer completed and may be kept alive
 
+    def pool(self) -> dict[OriginKey, tuple[int, int]]:
+        """Per origin the client holds: (connections open, idle ones). An origin with no
+        connection and no waiter is forgotten, so it is not listed."""
+        return {key: (origin.count, len(origin.idle)) for key, origin in self._origins.items()}
+
     def _forget(self, origin: _Origin) -> None:
         if self._origins.get(origin.key) is origin:
             del self._origins[origin.key]

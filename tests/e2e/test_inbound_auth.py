@@ -27,19 +27,9 @@ from gateway.server.app import GatewayServer
 from tests.support.client import metric, raw_exchange, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, tool_before
+from tests.support.inbound import AUDIENCE, oauth_inbound, send
 from tests.support.oauth_server import Client, LoopbackAuthServer
 from tests.support.tokens import TOKEN_A, TOKEN_B, sha, tokens_file
-
-AUDIENCE = "https://gw.example/"
-
-
-async def send(
-    http: aiohttp.ClientSession, url: str, body: Any, headers: dict[str, str] | None = None, **kw: Any
-) -> tuple[int, Any, Any]:
-    data = json.dumps(body).encode()
-    async with http.post(url, data=data, headers={"Content-Type": "application/json", **(headers or {})}, **kw) as r:
-        raw = await r.read()
-        return r.status, (json.loads(raw) if raw and r.content_type == "application/json" else raw), r.headers
 
 
 def tenant_routes(a_url: str, b_url: str) -> list[dict[str, Any]]:
@@ -233,19 +223,6 @@ def auth_server(auth_server: LoopbackAuthServer) -> LoopbackAuthServer:
     auth_server.clients["harness-1"] = Client("harness-1", "harness-secret-9d2", (AUDIENCE,))
     auth_server.extra_claims["harness-1"] = {"tenant": "a"}
     return auth_server
-
-
-def oauth_inbound(auth_server: LoopbackAuthServer, **extra: Any) -> dict[str, Any]:
-    return {
-        "auth": {
-            "type": "oauth",
-            "issuer": auth_server.issuer,
-            "audience": AUDIENCE,
-            "requiredScopes": ["ahp.hooks"],
-            "caFile": auth_server.ca_file,
-            **extra,
-        }
-    }
 
 
 async def client_credentials(http: aiohttp.ClientSession, auth_server: LoopbackAuthServer, resource: str) -> Any:

@@ -18,10 +18,10 @@ from gateway.settle.accept import Expectation, accept, apply_modifications, json
 from gateway.settle.collapse import collapse, synthetic_deny
 from gateway.settle.fold import ChainState
 from gateway.settle.reply import Accepted, Failure, FailureClass, Reply
-from tests.e2e.test_chain import tool_after
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
+from tests.support.events_after import tool_after
 
 SCHEMAS = schemas.load()
 UPSTREAM = "org.example.up"
@@ -602,7 +602,7 @@ COMPACT_CAPS = {
 
 
 def _compaction(effect: dict[str, Any], sent_parts: Any) -> Accepted | Failure:
-    from tests.binding.test_fixtures import _event
+    from tests.support.fixture_events import fixture_event as _event
 
     event = _event("context.compact.before", "evt-compact", {})
     sent = {k: v for k, v in event.items() if k != "instructions"}

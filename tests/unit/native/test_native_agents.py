@@ -14,9 +14,9 @@ from gateway.native import ahp, flow
 from gateway.native.gemini import CAPS as GEMINI_CAPS
 from gateway.native.model import NativeAnswer, Translation
 from gateway.server.app import GatewayServer
-from tests.e2e.test_native_e2e import default_gateway, hook
+from tests.support.native_gateway import default_gateway, hook
 
-__all__ = ["default_gateway"]  # the module-scoped gateway fixture, shared with test_native_e2e
+__all__ = ["default_gateway"]  # the module-scoped gateway fixture (tests/support/native_gateway.py)
 
 # Copilot CLI 1.0.102, `copilot -p` with hooks in .github/hooks/ (paths and ids replaced).
 COPILOT_SESSION = "374132f3-67c2-46bd-993c-711a054401c3"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from gateway.policy.facts import describe_facts, for_event, paths
 from gateway.policy.facts.hosts import canonical, ipv4_any
 from gateway.policy.facts.shell import MAX_BYTES, parse_command
-from tests.hostile.policy.test_policy_adversarial import QUOTERS
 from tests.support.paths import ROOT as REPO
+from tests.support.shell_quoting import QUOTERS
 
 BASH = shutil.which("bash")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.policy.facts.shell import parse_command
-from tests.hostile.policy.test_policy_adversarial import shell
+from tests.support.policy_library import shell
 
 RM_HOME = "rm-root-home-system"
 FORCE = "force-push-protected"
