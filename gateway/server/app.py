@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from gateway.config.models import Limits, LocalTransport
 from gateway.observability.capture import Capture
 from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
+from gateway.preflight import require_resolved
 from gateway.runtime import RuntimeHolder
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.fastlane import FastLane, Lane
@@ -92,6 +94,16 @@ def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limi
     main = guards.main
     main.fast = lambda header_timeout: FastLane(main, header_timeout, lane)
     return lane
+
+
+def _fresh(observability: Observability, assembly: Assembly) -> Callable[[], Awaitable[tuple[bytes, str]]]:
+    """``/metrics`` with the credential gauges as fresh as the scrape."""
+
+    async def render() -> tuple[bytes, str]:
+        assembly.unresolved_credentials()
+        return await observability.render()
+
+    return render
 
 
 class ListenError(OSError):
@@ -190,7 +202,11 @@ class GatewayServer:
             app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
         )
         self.port = self._site.bound_port
-        metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
+        metrics = None
+        if self.observability is not None and cfg.metrics.enabled:
+            metrics = _fresh(self.observability, assembly)
+
+        self.readiness.credentials = assembly.unresolved_credentials
         admin = build_admin(
             self.readiness,
             metrics,
@@ -260,6 +276,7 @@ class GatewayServer:
                     )
                     self._reloaded(False)
                     return False
+                require_resolved(loaded)  # a credential or file serve could not use: as at start
                 snapshot = assembly.compile(loaded)
             except ConfigError as exc:
                 for issue in exc.issues:
