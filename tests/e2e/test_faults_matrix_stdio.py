@@ -12,6 +12,8 @@ and no backend process outlives what the gateway killed (the whole process group
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import shlex
 import sys
@@ -196,3 +198,66 @@ async def test_reload_under_load_keeps_warm_pools_and_ends_retired_groups(
     finally:
         stop.set()
         await asyncio.gather(*workers)
+
+
+@pytest.mark.spec("AHP-FAIL-001")
+@pytest.mark.spec("AHP-STDIO-001")
+@pytest.mark.parametrize("launch", ["direct", "wrapped"])
+async def test_a_tenant_cutting_its_calls_short_keeps_the_shared_child(
+    gateway_factory, stub_factory, http, tmp_path, launch
+):
+    """Hostile tenants and a shared stdio pool of one child: team-a's own backend hangs first in
+    its chain, so the guard's calls for team-a time out within a budget team-a cut short, and
+    team-a also disconnects mid-call. The child is kept (its late answers dropped by id), never
+    put into restart back-off and never charged: team-b is answered by the same warm child."""
+    from tests.support.tokens import TOKEN_A, TOKEN_B, tokens_file
+
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}), (TOKEN_B, "team-b", {}))
+    starts = tmp_path / "starts"
+
+    async def hang(request: dict[str, Any]) -> Any:
+        await asyncio.sleep(30)
+        return result(request, [])
+
+    own = await stub_factory(hang)
+    guard = hook(
+        ADV,
+        "http://unused",
+        policy="fail-closed",
+        timeout=900,
+        circuitBreaker={"failureThreshold": 1, "openSeconds": 60},
+    )
+    guard["transport"] = {**backend("slow-pid 0.4", launch, starts), "pool": {"size": 1, "minIdle": 1}}
+    cfg = gateway_config(
+        [
+            hook("org.example.team-a-own", own.url, policy="fail-open", timeout=900, when='principal.name == "team-a"'),
+            guard,
+        ],
+        inbound={"auth": {"type": "bearer", "tokensFile": "tokens.yaml"}},
+        limits={"deadlineMs": 1200},
+        log={"decisions": "off"},
+    )
+    gw = await gateway_factory(cfg)
+    as_a, as_b = {"Authorization": f"Bearer {TOKEN_A}"}, {"Authorization": f"Bearer {TOKEN_B}"}
+
+    async def ask(headers: dict[str, str]) -> list[dict[str, Any]]:
+        data = json.dumps(intercept(tool_before("git push --force"), CAPS))
+        async with http.post(gw.url, data=data, headers={"Content-Type": "application/json", **headers}) as answer:
+            assert answer.status == 200
+            body = await answer.json()
+        return body["result"]["effects"]
+
+    first = await ask(as_b)
+    assert _answered_by_backend(first), first
+    for _ in range(2):  # cut short: the synthetic deny of fail-closed for team-a's own request
+        effects = await ask(as_a)
+        assert effects[0]["extensions"][GATEWAY]["failure"] == "timeout", effects
+    task = asyncio.ensure_future(ask(as_a))
+    await asyncio.sleep(1.0)  # past its own backend's 0.9 s: the guard's call is in flight
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert gw.holder.breakers.open() == []
+    again = await ask(as_b)
+    assert again == first, "team-b was not answered by the same warm child"
+    assert len(pids(starts)) == 1, pids(starts)
