@@ -150,6 +150,7 @@ class GatewayServer:
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
         self._reload_lock = asyncio.Lock()
+        self._rewatch = asyncio.Event()
         self.guards: Listeners | None = None
 
     @property
@@ -294,6 +295,10 @@ class GatewayServer:
             self.loaded = loaded
             assembly.preregister(snapshot)
             self._reloaded(True)
+            self._rewatch.set()
+            watching = self._watch_task is not None and not self._watch_task.done()
+            if loaded.config.reload.watch and not watching:  # reload.watch turned on
+                self._watch_task = tasks.spawn(self._watch(), name="config-watch")
             log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
             tasks.spawn(holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
             return True
@@ -303,10 +308,18 @@ class GatewayServer:
         if self.observability is not None:
             self.observability.reloaded(ok)
 
+    def _watching(self) -> bool:
+        return self.loaded.config.reload.watch
+
     async def _watch(self) -> None:
-        interval = self.loaded.config.reload.intervalSeconds
-        while True:
-            await asyncio.sleep(interval)
+        """Poll the watched files; ``reload.watch`` and ``reload.intervalSeconds`` are read from
+        the live configuration each time, so a reload applies them too."""
+        while self._watching():
+            self._rewatch.clear()
+            with contextlib.suppress(TimeoutError):  # a reload wakes it: a new interval applies now
+                await asyncio.wait_for(self._rewatch.wait(), self.loaded.config.reload.intervalSeconds)
+            if not self._watching():
+                break
             current = await asyncio.to_thread(signature, watched_paths(self.loaded))
             if current != self._signature:
                 log.info("configuration files changed; reloading")
