@@ -115,8 +115,19 @@ def build_app(
     if guard is not None:
         guard.install(app, upload_path, lambda: limits().bodyTimeoutMs / 1000, on_body_timeout)
     expect = guard.expect if guard is not None else None
+    native_expect = None
+    if expect is not None:
+
+        async def native_expect(request: web.Request) -> web.StreamResponse | None:
+            """``Expect: 100-continue`` refused by authentication: the harness's denial too."""
+            assert expect is not None
+            outcome = await expect(request)
+            if outcome is None or outcome.status not in (401, 403):
+                return outcome
+            return native_unauthenticated(outcome, request.match_info["harness"], request.query.get("event"))
+
     app.router.add_post(path, handle, expect_handler=expect)
-    app.router.add_post("/native/{harness}", native, expect_handler=expect)  # native HTTP hooks
+    app.router.add_post("/native/{harness}", native, expect_handler=native_expect)  # native HTTP hooks
     return without_versions(app)
 
 

@@ -227,3 +227,28 @@ async def test_fail_001_a_native_hook_refused_from_its_head_is_denied_before_its
     assert b"www-authenticate: bearer" in head.lower(), head
     assert _denies(harness, json.loads(answer)), answer
     assert upstream.received == []
+
+
+@pytest.mark.spec("AHP-FAIL-001")
+@pytest.mark.parametrize("harness", sorted(TARGETS))
+async def test_fail_001_an_unauthenticated_native_hook_expecting_100_continue_is_denied(guarded, harness):
+    """``Expect: 100-continue``: refused before the body is sent, with the harness's denial."""
+    gw, upstream = guarded
+    path, payload = TARGETS[harness]
+    body = json.dumps(payload("git push --force origin main")).encode()
+    head = raw_request(body, path=path, headers={"Expect": "100-continue"})[: -len(body)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    try:
+        writer.write(head)
+        await writer.drain()
+        answer_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(
+            next(x for x in answer_head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1]
+        )
+        answer = await asyncio.wait_for(reader.readexactly(length), 5)
+    finally:
+        writer.close()
+    assert answer_head.startswith(b"HTTP/1.1 200"), answer_head
+    assert b"www-authenticate: bearer" in answer_head.lower(), answer_head
+    assert _denies(harness, json.loads(answer)), answer
+    assert upstream.received == []
