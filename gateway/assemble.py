@@ -114,7 +114,14 @@ class Assembly:
 
     def unresolved_credentials(self) -> dict[str, str]:
         """Upstream → why its credential cannot be resolved now (``/readyz``; the gauge is set)."""
-        found = unresolved_credentials(self.holder.current)
+        current = self.holder.current
+        found = unresolved_credentials(current)
+        if self.forwarder is not None:  # upload bindings: their own credentials (protocol §13.2)
+            for target in self.forwarder.targets(current.loaded).values():
+                check = getattr(target.authorizer, "unresolved", None)
+                problem = check() if check is not None else None
+                if problem is not None:
+                    found.setdefault(f"{target.hook_id}/upload", problem)
         if self.observability is not None:
             self.observability.metrics.credentials(found)
         return found

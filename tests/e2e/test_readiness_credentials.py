@@ -119,3 +119,29 @@ async def test_a_variable_unset_at_run_time_makes_the_gateway_unready(
     assert SECRET not in text
     monkeypatch.setenv("AHP_READY_TOKEN", SECRET)
     assert (await _ready(http, gw.admin_port))[0] == 200
+
+
+async def test_an_upload_binding_credential_counts_too(gateway_factory, http, tmp_path):
+    """A subscription's ``upload.auth`` is its own credential (protocol §13.2): reported as
+    ``<hook>/upload``."""
+    token = tmp_path / "upload-token"
+    token.write_text(SECRET + "\n")
+    entry = hook("org.example.guard", "http://127.0.0.1:9/")
+    entry["subscriptions"][0]["upload"] = {
+        "endpoint": "http://127.0.0.1:9/upload",
+        "timeoutMs": 500,
+        "maxBytes": 1024,
+        "auth": {"type": "bearer", "tokenRef": "file:upload-token"},
+    }
+    gw = await gateway_factory(gateway_config([entry], uploads={"path": "/uploads"}))
+    assert (await _ready(http, gw.admin_port))[0] == 200
+    token.unlink()
+
+    async def unready() -> Any:
+        found = await _ready(http, gw.admin_port)
+        return found if found[0] == 503 else None
+
+    found = await _until(unready)
+    assert found is not None, "still ready with the upload token file gone"
+    assert str(token) in found[1]["unresolvedCredentials"]["org.example.guard/upload"]
+    assert SECRET not in found[2]
