@@ -26,7 +26,8 @@ def load_and_build(config: str, stdin_text: str | None = None, resolve: bool = F
     from gateway.preflight import require_resolved
 
     loaded = load(Path.cwd() / STDIN_NAME, text=stdin_text or "") if config == "-" else load(Path(config))
-    require_resolved(loaded, secrets=resolve)  # the CA bundles at least: compiling reads them
+    # the CA bundles at least: compiling reads them
+    require_resolved(loaded, secrets=resolve, text=stdin_text if config == "-" else None)
     return loaded, compile_snapshot(loaded)
 
 

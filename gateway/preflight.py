@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config.issues import ConfigError, Issue, PathItem, json_path
-from gateway.config.load import LoadedConfig, line_of
+from gateway.config.load import LoadedConfig, Source, line_of
 from gateway.config.models import GatewayBackend
 from gateway.credentials.bearer import BearerToken, CredentialUnavailable
 from gateway.credentials.oauth import check_private_key
@@ -77,23 +77,26 @@ def _writable(path: Path) -> str | None:
     return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
 
 
-def require_resolved(loaded: LoadedConfig, *, secrets: bool = True) -> None:
+def require_resolved(loaded: LoadedConfig, *, secrets: bool = True, text: str | None = None) -> None:
     """Raise :class:`ConfigError` with :func:`unresolved`'s issues, if any."""
-    issues = unresolved(loaded, secrets=secrets)
+    issues = unresolved(loaded, secrets=secrets, text=text)
     if issues:
         raise ConfigError(issues, list(loaded.warnings))
 
 
-def unresolved(loaded: LoadedConfig, *, secrets: bool = True) -> list[Issue]:
+def unresolved(loaded: LoadedConfig, *, secrets: bool = True, text: str | None = None) -> list[Issue]:
     """Every file or credential of ``loaded`` that ``serve`` could not use, as config issues.
-    ``secrets=False``: only the upstreams' CA bundles, which compiling the snapshot reads."""
+    ``secrets=False``: only the upstreams' CA bundles, which compiling the snapshot reads;
+    ``text``: the configuration's own text when it was not read from its path (stdin)."""
     cfg = loaded.config
     base = loaded.base_dir
     issues: list[Issue] = []
     hooks_file = loaded.files[1] if cfg.registration else loaded.path
 
     def add(file: Path, items: tuple[PathItem, ...], message: str) -> None:
-        issues.append(Issue(str(file), json_path(items), message, line_of(file, items)))
+        own = text is not None and file == loaded.path
+        line = Source(file, text).line(items) if own else line_of(file, items)
+        issues.append(Issue(str(file), json_path(items), message, line))
 
     def named(name: str) -> Path:
         return Path(os.path.abspath(base / name))

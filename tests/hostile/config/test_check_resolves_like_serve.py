@@ -266,3 +266,14 @@ def test_no_resolve_checks_the_configuration_alone(tmp_path: Path, env: dict[str
     assert check(str(path)).code == 1
     outcome = check(str(path), resolve=False)
     assert outcome.code == 0, outcome.stderr
+
+
+def test_a_configuration_from_stdin_gets_lines_too(tmp_path: Path, env: dict[str, str], monkeypatch) -> None:
+    cfg = _baseline(tmp_path)
+    cfg["hooks"][0]["authentication"]["tokenEnv"] = "AHP_PREFLIGHT_UNSET"
+    text = yaml.safe_dump(cfg, sort_keys=False)
+    monkeypatch.chdir(tmp_path)
+    outcome = check("-", stdin_text=text)
+    assert outcome.code == 1
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "tokenEnv:" in x)
+    assert f"<stdin>:{line}: $.hooks[0].authentication.tokenEnv: " in outcome.stderr, outcome.stderr
