@@ -1,6 +1,6 @@
 """What a configuration needs from the machine it runs on, resolved as ``serve`` would: every
 file it names (TLS certificates and keys, CA bundles, the inbound tokens file, the decision log
-and capture targets) and every credential reference (``tokenEnv``, ``tokenRef``,
+and capture targets, the upload spool directory) and every credential reference (``tokenEnv``, ``tokenRef``,
 ``clientSecretRef``, ``privateKeyRef``: an unset or empty variable, a missing, unreadable or
 empty file, a private key that is not one).
 
@@ -75,6 +75,15 @@ def _writable(path: Path) -> str | None:
     if not parent.is_dir():
         return f"{parent} is not a directory"
     return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
+
+
+def _directory(path: Path) -> str | None:
+    """Why files could not be created in the directory ``path`` (made when missing), or None."""
+    if path.exists():
+        if not path.is_dir():
+            return "is not a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else "permission denied"
+    return _writable(path)
 
 
 def require_resolved(loaded: LoadedConfig, *, secrets: bool = True, text: str | None = None) -> None:
@@ -173,4 +182,6 @@ def unresolved(loaded: LoadedConfig, *, secrets: bool = True, text: str | None =
         check_file(source, ("log", "decisions"), cfg.log.decisions, _writable)
     if cfg.log.capture:
         check_file(source, ("log", "capture"), cfg.log.capture, _writable)
+    if cfg.uploads is not None and cfg.uploads.storage.spoolDir:  # made at the first spooled upload
+        check_file(source, ("uploads", "storage", "spoolDir"), cfg.uploads.storage.spoolDir, _directory)
     return issues

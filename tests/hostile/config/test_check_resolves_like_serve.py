@@ -168,6 +168,12 @@ CASES: list[tuple[str, Callable[[Path, dict[str, Any]], None], str, str]] = [
         "AHP_PREFLIGHT_UNSET is not set",
     ),
     (
+        "spool-dir-is-a-file",
+        _set(("uploads",), {"path": "/uploads", "storage": {"spoolDir": "tokens.yaml"}}),
+        "$.uploads.storage.spoolDir",
+        "is not a directory",
+    ),
+    (
         "decision-log-under-a-file",
         _set(("log",), {"decisions": "tokens.yaml/decisions.log"}),
         "$.log.decisions",
