@@ -2,7 +2,7 @@
 connections, parsed by httptools (llhttp, the parser of Node.js and uvicorn).
 
 Why not aiohttp's client here: it cost about 95 µs of CPU per call, as much as the whole
-pipeline (README, "HTTP layer A/B"). Why not pyreqwest: it cannot replace the trust store and
+pipeline (docs/design/performance.md, "HTTP layer A/B"). Why not pyreqwest: it cannot replace the trust store and
 does not abort a cancelled call. This client keeps every guarantee of the HTTP binding:
 
 - no redirects: a 3xx is an answer like any other, never followed;

@@ -1,4 +1,4 @@
-"""``bench.instructions --by-object`` (README, Performance): the share of instructions per shared
+"""``bench.instructions --by-object`` (docs/design/performance.md): the share of instructions per shared
 object, read from a real callgrind dump, adds up to callgrind's own total and names the objects
 that ran."""
 

@@ -470,13 +470,12 @@ def test_explain_with_a_principal_shows_the_tenant_route(tmp_path, capsys):
     assert main(["explain", "--config", str(path), "--event", str(event), "--principal", "{bad"]) == 1
 
 
-def test_the_readme_tenant_example_is_a_valid_configuration() -> None:
+def test_the_manual_tenant_example_is_a_valid_configuration() -> None:
     from gateway.config.models import GatewayConfig
     from gateway.routing.cel import Engine
     from tests.support.paths import ROOT
 
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Authentication") : text.index("## Uploads")]
+    section = (ROOT / "docs" / "operations" / "authentication.md").read_text()
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     cfg = GatewayConfig.model_validate({"id": "org.example.gateway", **yaml.safe_load(block)})
     assert cfg.inbound.auth.type == "bearer"

@@ -1,5 +1,5 @@
 """Settlement rules pinned against the pure code (gateway/settle/, gateway/protocol/), plus the
-two documented behaviours of README "Synthetic denials and settled state" end to end.
+two documented behaviours of docs/design/settlement.md ("Synthetic denials and settled state") end to end.
 
 Each test names the requirement it pins; together they kill single-line mutations of acceptance,
 folding, collapse and projection that the broader suites let survive."""
@@ -319,7 +319,7 @@ async def test_failure_classes_label_metrics_and_the_decision_log(gateway_factor
     assert labels <= {f.value for f in FailureClass}
 
 
-# --- README "Synthetic denials and settled state" ---------------------------------------------------------
+# --- docs/design/settlement.md ("Synthetic denials and settled state") ---------------------------------------------------------
 
 
 @pytest.mark.spec("AHP-FAIL-001")

@@ -5,7 +5,7 @@ a fake Anthropic Messages API on loopback (streamed with SSE) that makes the mod
 with the command a test chooses and finish after the tool result. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
 absent) and the model got the policy's reason, a benign command ran, the HTTP hook denies too, and
-with the gateway down both kinds of hook block (the README's failure table).
+with the gateway down both kinds of hook block (the failure table of docs/agents/claude-code.md).
 
 The npm package's ``claude`` is a stub that its postinstall replaces; with ``npm ci
 --ignore-scripts`` the tests run the platform package's native binary directly (it needs no node
@@ -194,7 +194,7 @@ async def test_the_permission_hook_alone_denies(
 async def test_gateway_down_blocks_the_prompt(
     claude_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: with the gateway stopped the command adapter denies
+    """The failure table of docs/agents/claude-code.md: with the gateway stopped the command adapter denies
     UserPromptSubmit by itself (--on-error deny), so the model is never asked."""
     hooks = hook_config(HARNESS, f"http://127.0.0.1:{closed_port()}/")
     model.requests.clear()

@@ -6,7 +6,7 @@ OpenAI Responses API on loopback (streamed with SSE) that makes the model call `
 with the command a test chooses and finish after the tool result. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
 absent) and the model got the policy's reason, a benign command ran, and with the gateway down the
-adapter blocks (the README's failure table).
+adapter blocks (the failure table of docs/agents/codex.md).
 
 Nothing leaves loopback: the features that call github.com or chatgpt.com at start (plugins, apps,
 model discovery, tool suggestions) are off, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` point at a
@@ -173,7 +173,7 @@ async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
 async def test_gateway_down_blocks_the_prompt(
     codex_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: with the gateway stopped the adapter denies UserPromptSubmit by
+    """The failure table of docs/agents/codex.md: with the gateway stopped the adapter denies UserPromptSubmit by
     itself (--on-error deny): the turn ends without the model being asked."""
     hooks = hook_config(HARNESS, f"http://127.0.0.1:{closed_port()}/")
     model.requests.clear()

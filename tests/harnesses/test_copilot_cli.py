@@ -151,7 +151,7 @@ async def test_http_hook_denies_through_the_native_endpoint(
 async def test_gateway_down_blocks(
     kind: str, copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: with the gateway stopped the command adapter denies by itself
+    """The failure table of docs/agents/copilot.md: with the gateway stopped the command adapter denies by itself
     (--on-error deny), and Copilot 1.0.102 denies when its HTTP hook's connection is refused."""
     down = f"http://127.0.0.1:{closed_port()}/"
     hooks = hook_config(HARNESS, down, *(["--http"] if kind == "http" else []))

@@ -7,7 +7,7 @@ chooses and finish after the tool result; side requests that ask for JSON (the C
 get an instance of the request's schema. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
 absent) and the model got the policy's reason, a benign command ran, and with the gateway down the
-adapter blocks (the README's failure table).
+adapter blocks (the failure table of docs/agents/gemini.md).
 
 Nothing leaves loopback: telemetry, usage statistics and auto-update are off in
 ``~/.gemini/settings.json``, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` point at a recording proxy that
@@ -171,7 +171,7 @@ async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
 async def test_gateway_down_blocks_the_tool(
     gemini_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: BeforeTool alone with the gateway stopped, the adapter denies
+    """The failure table of docs/agents/gemini.md: BeforeTool alone with the gateway stopped, the adapter denies
     the call by itself (--on-error deny)."""
     hooks = hook_config(HARNESS, f"http://127.0.0.1:{closed_port()}/", "--non-interactive")
     hooks["hooks"] = {"BeforeTool": hooks["hooks"]["BeforeTool"]}

@@ -4,7 +4,7 @@ variable of local policies).
 Matching regular expressions against a raw command string cannot keep up with the shell: quoting,
 wrappers, variables, globs and pipelines each give an attacker another spelling. So the event's
 tool call is parsed here (:mod:`shell` with tree-sitter-bash, :mod:`paths`, :mod:`hosts`,
-:mod:`tools`) and the rules test the structure. Shape (README, "Policy-as-code")::
+:mod:`tools`) and the rules test the structure. Shape (docs/policies/index.md)::
 
     facts.tool      {name, short, kind, server}      kind: shell|read|edit|write|search|list|fetch|patch|other
     facts.paths     [normalized paths of the tool input]   facts.raw_paths  [as given]

@@ -271,7 +271,7 @@ def test_unknown_transport_or_mode_names_the_field(tmp_path):
 
 
 def test_retired_granian_listener_is_an_error_with_file_and_line(tmp_path):
-    """``listen.server: granian`` was retired: refused where it is written, pointing to the README."""
+    """``listen.server: granian`` was retired: refused where it is written, pointing to the manual."""
     cfg = {**copy.deepcopy(BASE), "listen": {"host": "127.0.0.1", "server": "granian"}}
     with pytest.raises(ConfigError) as info:
         load(_write(tmp_path, cfg))
@@ -280,7 +280,7 @@ def test_retired_granian_listener_is_an_error_with_file_and_line(tmp_path):
     assert issue.path == "$.listen.server"
     lines = (tmp_path / "gateway.yaml").read_text().splitlines()
     assert issue.line is not None and "server: granian" in lines[issue.line - 1]
-    assert "granian listener was retired" in issue.message and 'README, "Configuration"' in issue.message
+    assert "granian listener was retired" in issue.message and "docs/configuration.md" in issue.message
 
 
 def test_listen_server_aiohttp_still_loads(tmp_path):
