@@ -18,7 +18,7 @@ from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics
 from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
-from gateway.runtime import RuntimeConfig, RuntimeHolder, build
+from gateway.runtime import RuntimeConfig, RuntimeHolder, build, unresolved_credentials
 from gateway.telemetry import Telemetry
 from gateway.uploads.forward import Forwarder
 from gateway.uploads.store import UploadStore
@@ -111,6 +111,20 @@ class Assembly:
             metrics = self.observability.metrics
             metrics.preregister([h.id for h in snap.loaded.hooks], [b[0] for b in snap.breakers], snap.expression_ids)
             metrics.circuits(self.holder.breakers.states())
+
+    def unresolved_credentials(self) -> dict[str, str]:
+        """Upstream → why its credential cannot be resolved now (``/readyz``; the gauge is set)."""
+        current = self.holder.current
+        found = unresolved_credentials(current)
+        if self.forwarder is not None:  # upload bindings: their own credentials (protocol §13.2)
+            for target in self.forwarder.targets(current.loaded).values():
+                check = getattr(target.authorizer, "unresolved", None)
+                problem = check() if check is not None else None
+                if problem is not None:
+                    found.setdefault(f"{target.hook_id}/upload", problem)
+        if self.observability is not None:
+            self.observability.metrics.credentials(found)
+        return found
 
     def start(self) -> None:
         self.gateway.start()

@@ -191,6 +191,19 @@ class RuntimeHolder:
                     await upstream.aclose()
 
 
+def unresolved_credentials(snap: RuntimeConfig) -> dict[str, str]:
+    """Upstream hook id → why its configured credential cannot be resolved now (a token
+    variable unset, a token or secret file deleted or emptied since start). Reasons name the
+    variable or file, never a value; ``/readyz`` is false while this is not empty."""
+    out: dict[str, str] = {}
+    for hook, upstream in zip(snap.loaded.hooks, snap.upstreams, strict=False):
+        check = getattr(transport_of(upstream), "unresolved", None)
+        problem = check() if check is not None else None
+        if problem is not None:
+            out[hook.id] = problem
+    return out
+
+
 def _selection(sub: Any) -> tuple[Mapping[str, str], bool]:
     selection = sub.content.as_dict()
     return MappingProxyType(selection), all(v == "body" for v in selection.values())

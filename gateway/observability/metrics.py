@@ -217,6 +217,15 @@ SPECS: tuple[Spec, ...] = (
         "livemax",
     ),
     Spec(
+        "credential_unresolved",
+        "gauge",
+        "ahp_gateway_upstream_credential_unresolved",
+        "1 while an upstream's configured credential cannot be resolved (token variable unset, token or "
+        "secret file missing or empty); /readyz is false meanwhile.",
+        ("upstream",),
+        "livemax",
+    ),
+    Spec(
         "stderr_dropped",
         "counter",
         "ahp_gateway_stdio_stderr_dropped_bytes_total",
@@ -451,6 +460,7 @@ class Metrics:
     config_ok: Any
     circuit_open: Any
     pool_unready: Any
+    credential_unresolved: Any
     stderr_dropped: Any
     connections_open: Any
     connections_closed: Any
@@ -472,6 +482,7 @@ class Metrics:
         self.multiprocess = directory is not None
         self._publisher: process.Publisher | None = None
         self._circuit_hooks: set[str] = set()
+        self._credential_hooks: set[str] = set()
         if directory is not None:
             for spec in SPECS:
                 if spec.sampled:  # exported from every worker's file by process.FilesCollector
@@ -501,6 +512,13 @@ class Metrics:
 
     def stdio_unready(self, upstream: str, unready: bool) -> None:
         self.child(self.pool_unready, upstream).set(1 if unready else 0)
+
+    def credentials(self, unresolved: Iterable[str]) -> None:
+        """Set the credential gauges: 1 for ``unresolved`` upstreams, 0 for those set before."""
+        found = set(unresolved)
+        for hook in found | self._credential_hooks:
+            self.child(self.credential_unresolved, hook).set(1 if hook in found else 0)
+        self._credential_hooks |= found
 
     def child(self, family: Any, *labels: str) -> Any:
         """The bound child for ``labels`` (cached: a labels() lookup costs microseconds)."""
