@@ -113,6 +113,33 @@ class Program:
         return EvalError(f"expression produced {value.type().name()}, not bool")
 
 
+class ValueProgram:
+    """A compiled, type-checked expression producing a string (a rate limit's ``key``)."""
+
+    __slots__ = ("_expr", "id", "source")
+
+    def __init__(self, expr: Any, source: str, id: str) -> None:
+        self._expr = expr
+        self.source = source
+        self.id = id
+
+    def eval(self, activation: Activation) -> str | EvalError:
+        try:
+            value = self._expr.eval(activation.native)
+        except RuntimeError as exc:
+            return EvalError(str(exc).splitlines()[0])
+        except MemoryError:
+            return EvalError("evaluation ran out of memory")
+        if value.type() == _T.STRING:
+            return str(value.value())
+        if value.type() == _T.ERROR:
+            message = str(value.value())
+            if _OUT_OF_RANGE in message and activation.widen():
+                return self.eval(activation)
+            return EvalError(message.splitlines()[0])
+        return EvalError(f"expression produced {value.type().name()}, not string")
+
+
 class Batch:
     """Programs evaluated as a few CEL list expressions: one engine call per :data:`BATCH_SIZE`
     programs instead of one per program. ``slots[i]`` is program ``i``'s position in the
@@ -231,6 +258,18 @@ class Engine:
             except RuntimeError:
                 guarded = source
         return Program(expr, source, id, guarded)
+
+    def compile_string(self, source: str, id: str) -> ValueProgram:
+        """Compile and type-check an expression that must evaluate to string (or dyn, checked
+        again at evaluation)."""
+        try:
+            expr = self._env.compile(source)
+        except RuntimeError as exc:
+            raise _compile_error(str(exc)) from None
+        rtype = expr.return_type()
+        if rtype != _T.STRING and rtype != _T.DYN:
+            raise CelCompileError(f"expression has type {rtype.name()}, expected string", 1, 1)
+        return ValueProgram(expr, source, id)
 
     def batch(self, programs: Sequence[Program]) -> Batch | None:
         """``programs`` as list expressions of up to :data:`BATCH_SIZE`, or None for fewer than
