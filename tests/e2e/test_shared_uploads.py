@@ -130,9 +130,11 @@ async def test_racing_uploads_through_both_replicas_never_exceed_total_bytes(rep
     statuses = sorted(status for status, _, _ in results)
     assert statuses.count(201) == 20 and statuses.count(503) == 20, statuses
     assert int(redis.command("GET", "test-gw:uploads:bytes").split(b"\r\n")[1]) == 20000
-    assert metric(one, 'ahp_gateway_uploads_total{outcome="storage_full"}') + metric(
-        two, 'ahp_gateway_uploads_total{outcome="storage_full"}'
-    ) == 20
+    assert (
+        metric(one, 'ahp_gateway_uploads_total{outcome="storage_full"}')
+        + metric(two, 'ahp_gateway_uploads_total{outcome="storage_full"}')
+        == 20
+    )
 
 
 async def test_redis_down_uploads_503_refs_are_gaps_readyz_says_why_and_it_recovers(replicas, http, redis):
