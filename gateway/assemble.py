@@ -19,6 +19,7 @@ from gateway.observability.decisions import DecisionLog
 from gateway.observability.metrics import Metrics
 from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.intercept import cel_error_sink
 from gateway.ratelimit import RateLimiter
 from gateway.runtime import RuntimeConfig, RuntimeHolder, build
 from gateway.telemetry import Telemetry
@@ -80,8 +81,11 @@ def state_for(
     return RedisStore(redis, loaded.base_dir, on_timing=on_timing, on_error=on_error)
 
 
-def limiter_for(loaded: LoadedConfig, metrics: Metrics | None, state: RedisStore | None) -> RateLimiter:
-    """Local buckets, in-flight counts and the shared client; ``ahp_gateway_rate_limited_total``."""
+def limiter_for(
+    loaded: LoadedConfig, metrics: Metrics | None, state: RedisStore | None, telemetry: Telemetry
+) -> RateLimiter:
+    """Local buckets, in-flight counts and the shared client; ``ahp_gateway_rate_limited_total``,
+    and a key that fails to evaluate counted and logged as a routing condition's would be."""
     on_limited: Callable[[str], None] | None = None
     if metrics is not None:
 
@@ -90,7 +94,7 @@ def limiter_for(loaded: LoadedConfig, metrics: Metrics | None, state: RedisStore
 
         for limit in loaded.config.rateLimits:
             metrics.child(metrics.rate_limited, limit.id)
-    return RateLimiter(state, on_limited)
+    return RateLimiter(state, on_limited, on_error=cel_error_sink(telemetry))
 
 
 def uploads_for(
@@ -152,7 +156,7 @@ class Assembly:
         self.state = state_for(loaded, metrics, uploads=uploads, limits=serving)
         self.store, self.forwarder = uploads_for(loaded, metrics, self.state) if uploads else (None, None)
         self.capture: Capture | None = capture_for(loaded) if capture else None
-        self.limiter = limiter_for(loaded, metrics, self.state) if serving else None
+        self.limiter = limiter_for(loaded, metrics, self.state, self.telemetry) if serving else None
         self.gateway = Gateway(
             self.holder, self.telemetry, uploads=self.forwarder, capture=self.capture, limiter=self.limiter
         )

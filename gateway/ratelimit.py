@@ -108,9 +108,11 @@ class RateLimiter:
         redis: RedisStore | None = None,
         on_limited: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_error: Callable[[Any, EvalError], None] | None = None,
     ) -> None:
         self.redis = redis
         self._on_limited = on_limited or (lambda limit: None)
+        self._on_error = on_error
         self._clock = clock
         self._tat: dict[tuple[str, str], int] = {}
         self._inflight: dict[tuple[str, str], int] = {}
@@ -124,6 +126,8 @@ class RateLimiter:
         for rule in rules:
             value = rule.key.eval(activation)
             if isinstance(value, EvalError):
+                if self._on_error is not None:
+                    self._on_error(rule.key, value)
                 keys.append(None if rule.skip_on_error else ERROR_KEY)
             else:
                 keys.append(value)

@@ -301,6 +301,7 @@ def build(
             return None
 
     rate_limits = compile_rules(cfg.rateLimits, compile_key)
+    expression_ids.extend(rule.key.id for rule in rate_limits)
     if issues:
         raise ConfigError(issues)
     frozen_intercept = MappingProxyType({e: tuple(r) for e, r in intercept.items() if r})

@@ -139,6 +139,7 @@ async def test_a_key_that_fails_to_evaluate_counts_under_one_error_bucket(
     assert not limited(await call(http, one, TOKEN_B))
     assert limited(await call(http, one, TOKEN_B), "by-team")
     assert not limited(await call(http, one, TOKEN_A)), "team a has its own bucket"
+    assert metric(one, 'ahp_gateway_cel_errors_total{expression="rateLimits.by-team.key"}') == 2
 
 
 async def test_max_inflight_per_key(gateway_factory, stub_factory, tmp_path, http):
