@@ -210,7 +210,7 @@ class RateLimiter:
         for rule, _ in active:
             args += (str(rule.interval_us), str(rule.tolerance_us))
         try:
-            index, retry = await redis.script("ratelimit", GCRA, names, args, deadline)
+            index, retry = await redis.batched("ratelimit", GCRA, names, args, deadline)
         except StateUnavailable:
             return _state_failure(r for r, _ in active)
         if not index:

@@ -24,7 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from gateway import tasks
 from gateway.config.models import RedisState
@@ -37,6 +37,39 @@ PROBE_SECONDS = 2.0
 """How often a PING keeps ``/readyz``'s view of Redis fresh."""
 OnTiming = Callable[[str, float], None]
 OnError = Callable[[str], None]
+
+
+class _Waiter:
+    __slots__ = ("args", "deadline", "future", "keys")
+
+    def __init__(self, keys: Sequence[str], args: Sequence[Any], deadline: float | None, future: Any) -> None:
+        self.keys = keys
+        self.args = args
+        self.deadline = deadline
+        self.future: asyncio.Future[Any] = future
+
+
+async def _pipelined(client: Any, script: Script, waiters: list[_Waiter]) -> list[Any]:
+    """One EVALSHA per waiter in one pipeline (no transaction: each script is atomic alone); a
+    server that lost the script (a restart) gets it loaded and the missing ones sent again."""
+
+    async def send(batch: list[_Waiter]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for waiter in batch:
+            pipe.evalsha(script.sha, len(waiter.keys), *waiter.keys, *waiter.args)
+        return list(await pipe.execute(raise_on_error=False))
+
+    results = await send(waiters)
+    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    if missing:
+        await client.script_load(script.source)
+        again = await send([waiters[i] for i in missing])
+        for index, result in zip(missing, again, strict=True):
+            results[index] = result
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
 
 
 def password_of(cfg: RedisState, base: Path) -> str | None:
@@ -83,6 +116,10 @@ class RedisStore:
         """Why the last operation failed (None: it succeeded); what ``/readyz`` shows."""
         self.checked_at = 0.0
         self._probe: asyncio.Task[None] | None = None
+        self._queued: dict[str, list[_Waiter]] = {}
+        """Per operation: calls waiting for the next pipelined round trip (:meth:`batched`)."""
+        self._sending: set[str] = set()
+        """Operations with a round trip in flight."""
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -139,6 +176,58 @@ class RedisStore:
         timeout: float | None = None,
     ) -> Any:
         return await self.call(op, lambda client: script.run(client, keys, args), deadline, timeout=timeout)
+
+    async def batched(
+        self, op: str, script: Script, keys: Sequence[str], args: Sequence[Any], deadline: float | None = None
+    ) -> Any:
+        """:meth:`script` for the request path: calls of one operation are pipelined, at most one
+        round trip in flight per operation. With nothing in flight a call is sent at once (the
+        end of the current event-loop turn); calls made meanwhile go together in the next round
+        trip, so under load the client's fixed cost per command is shared instead of paid by every
+        request. Failures fail every call of the round trip (and count once)."""
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(keys, args, deadline, loop.create_future())
+        queue = self._queued.get(op)
+        if queue is None:
+            queue = self._queued[op] = []
+            if op not in self._sending:
+                loop.call_soon(self._flush, op, script)
+        queue.append(waiter)
+        return await waiter.future
+
+    def _flush(self, op: str, script: Script) -> None:
+        waiters = [w for w in self._queued.pop(op, ()) if not w.future.done()]
+        if not waiters:
+            return
+        self._sending.add(op)
+        tasks.spawn(self._send(op, script, waiters), name=f"state-redis-{op}")
+
+    async def _send(self, op: str, script: Script, waiters: list[_Waiter]) -> None:
+        deadlines = [w.deadline for w in waiters if w.deadline is not None]
+        deadline = min(deadlines) if deadlines else None
+        try:
+            if len(waiters) == 1:
+                one = waiters[0]
+                results = [await self.script(op, script, one.keys, one.args, deadline)]
+            else:
+                results = await self.call(op, lambda client: _pipelined(client, script, waiters), deadline)
+        except StateUnavailable as exc:
+            for waiter in waiters:
+                if not waiter.future.done():
+                    waiter.future.set_exception(StateUnavailable(str(exc)))
+        except BaseException as exc:  # cancelled at close: nobody is left waiting forever
+            for waiter in waiters:
+                if not waiter.future.done():
+                    waiter.future.set_exception(StateUnavailable(type(exc).__name__))
+            raise
+        else:
+            for waiter, result in zip(waiters, results, strict=True):
+                if not waiter.future.done():
+                    waiter.future.set_result(result)
+        finally:
+            self._sending.discard(op)
+            if self._queued.get(op):
+                self._flush(op, script)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
