@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gateway.config.issues import ConfigError, Issue, json_path
 from gateway.config.load import LoadedConfig
 from gateway.observability.capture import Capture, capture_for
 from gateway.observability.decisions import DecisionLog
@@ -78,7 +79,11 @@ def state_for(
 
         for op in ("ratelimit", "upload_reserve", "upload_commit", "upload_get", "ping"):
             metrics.child(metrics.state_errors, op)
-    return RedisStore(redis, loaded.base_dir, on_timing=on_timing, on_error=on_error)
+    try:
+        return RedisStore(redis, loaded.base_dir, on_timing=on_timing, on_error=on_error)
+    except OSError as exc:  # the password file: a clean configuration error, never a traceback
+        where = json_path(("state", "redis", "passwordFile"))
+        raise ConfigError([Issue(str(loaded.path), where, f"cannot read it ({exc.strerror})")]) from None
 
 
 def limiter_for(

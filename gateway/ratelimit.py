@@ -177,7 +177,7 @@ class RateLimiter:
         held.clear()
 
     def _local(self, rule: Rule, key: str) -> Limited | None:
-        now = int(self._clock() * 1_000_000)
+        now = round(self._clock() * 1_000_000)
         slot = (rule.id, key)
         tat = max(self._tat.get(slot, now), now)
         new = tat + rule.interval_us

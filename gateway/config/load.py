@@ -433,6 +433,10 @@ def _semantic(
                 f"rate limit {limit.id!r}: scope shared needs state.redis; configure it or use scope: local",
                 where=source,
             )
+    if redis is not None and redis.passwordFile is not None:
+        secret = source.path.parent / redis.passwordFile
+        if not secret.is_file():
+            issue(("state", "redis", "passwordFile"), "the password file does not exist (yet)", "warning", source)
     if redis is not None and redis.passwordEnv is not None and redis.passwordEnv not in os.environ:
         issue(
             ("state", "redis", "passwordEnv"), f"environment variable {redis.passwordEnv} is not set", "warning", source
