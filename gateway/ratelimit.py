@@ -72,6 +72,7 @@ class Rule:
     fail_closed: bool
     skip_on_error: bool
     max_inflight: int | None
+    reads_event: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +227,11 @@ def _state_failure(rules: Any) -> Limited | None:
 
 
 def _stored_key(key: str) -> str:
+    """``=<key>`` when short and printable (readable in Redis), else ``#<sha256>``: the two forms
+    cannot meet, so no key value can name another key's bucket."""
     if len(key) <= KEY_BYTES and key.isprintable():
-        return key
-    return "sha256-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        return "=" + key
+    return "#" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def compile_rules(
@@ -251,6 +254,7 @@ def compile_rules(
                 fail_closed=limit.onStateError == "fail-closed",
                 skip_on_error=limit.onError == "skip",
                 max_inflight=limit.maxInflight,
+                reads_event=program.reads_event(),
             )
         )
     return tuple(out)

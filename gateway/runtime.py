@@ -93,6 +93,8 @@ class RuntimeConfig:
     expression_ids: tuple[str, ...] = ()
     rate_limits: tuple[Rule, ...] = ()
     """``rateLimits``, compiled (empty: no limit is checked, nothing is asked of Redis)."""
+    limits_read_event: bool = True
+    """Whether any rate limit key reads ``event`` (else its activation leaves it out)."""
 
     async def aclose(self) -> None:
         """Close what a snapshot built for one command (``explain --call``, ``replay``) opened:
@@ -350,6 +352,7 @@ def build(
         pool=pool,
         expression_ids=tuple(expression_ids),
         rate_limits=rate_limits,
+        limits_read_event=any(rule.reads_event for rule in rate_limits),
     )
 
 

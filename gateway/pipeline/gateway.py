@@ -159,7 +159,7 @@ class Gateway:
         """``rateLimits`` before the chain: over a limit, -32003 at once, naming it (the
         harness applies its failure policy for the gateway, protocol §9)."""
         activation = snap.cel.for_limits(
-            INTERCEPT, req.event, req.version, req.capabilities, headers, principal, req.body
+            INTERCEPT, req.event, req.version, req.capabilities, headers, principal, req.body, snap.limits_read_event
         )
         deadline = asyncio.get_running_loop().time() + snap.deadline
         outcome = await limiter.check(snap.rate_limits, activation, deadline)
@@ -186,7 +186,9 @@ class Gateway:
         if not isinstance(event, dict) or not isinstance(params, dict):
             return False  # invalid: the observer refuses it anyway
         version = params.get("protocolVersion")
-        activation = snap.cel.for_limits(OBSERVE, event, str(version), {}, headers, principal, checked.body)
+        activation = snap.cel.for_limits(
+            OBSERVE, event, str(version), {}, headers, principal, checked.body, snap.limits_read_event
+        )
         deadline = asyncio.get_running_loop().time() + snap.deadline
         outcome = await self.limiter.check(snap.rate_limits, activation, deadline)
         if isinstance(outcome, Limited):

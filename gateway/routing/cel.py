@@ -123,6 +123,12 @@ class ValueProgram:
         self.source = source
         self.id = id
 
+    def reads_event(self) -> bool:
+        """Whether the expression may read ``event`` (unknown: yes); a key over the principal or
+        the headers alone needs no event in its activation, which saves converting it."""
+        paths = paths_read(self._expr.serialize(), VARIABLES)
+        return paths is None or any(path[0] == "event" for path in paths)
+
     def eval(self, activation: Activation) -> str | EvalError:
         try:
             value = self._expr.eval(activation.native)

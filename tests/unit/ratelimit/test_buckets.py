@@ -156,3 +156,13 @@ async def test_shared_limits_without_redis_follow_on_state_error() -> None:
     )
     refused = await limiter.check(closed, activation())
     assert isinstance(refused, Limited) and refused.state_error and "shared state unavailable" in refused.message
+
+
+def test_redis_key_forms_cannot_collide() -> None:
+    """A key value that spells another key's hashed form names its own bucket."""
+    long_key = "x" * 500
+    hashed = ratelimit._stored_key(long_key)
+    assert hashed.startswith("#") and len(hashed) == 65
+    assert ratelimit._stored_key(hashed) != hashed and ratelimit._stored_key(hashed[1:]) != hashed
+    assert ratelimit._stored_key("agent\nnewline").startswith("#"), "non-printable keys are hashed"
+    assert ratelimit._stored_key("agent-1") == "=agent-1"
