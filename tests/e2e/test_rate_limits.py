@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from tests.support.client import metric
 from tests.support.config import gateway_config, hook
@@ -241,3 +242,20 @@ async def test_redis_killed_mid_run_follows_on_state_error_and_recovers(
         await asyncio.sleep(0.05)
     assert "result" in await call(http, three, TOKEN_A), "a new (empty) bucket after the restart"
     assert limited(await call(http, three, TOKEN_A), "open-only"), "and it is enforced again"
+
+
+async def test_a_reload_adds_a_limit_and_a_changed_state_is_refused(gateway_factory, stub_factory, tmp_path, http):
+    """rateLimits reload in place; state (the Redis connection) takes a restart, like uploads."""
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}), (TOKEN_B, "team-b", {}))
+    upstream = await stub_factory()
+    cfg = limited_config(upstream.url, None, [])
+    gw = await gateway_factory(cfg)
+    assert not any([limited(await call(http, gw, TOKEN_A)) for _ in range(3)])
+    cfg["rateLimits"] = [per_principal(1, scope="local")]
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(cfg))
+    assert await gw.reload() is True
+    assert [limited(await call(http, gw, TOKEN_A)) for _ in range(2)] == [False, True]
+    cfg["state"] = {"redis": {"url": "redis://127.0.0.1:9/0"}}
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(cfg))
+    assert await gw.reload() is False, "state changed: only a restart applies it"
+    assert limited(await call(http, gw, TOKEN_A)), "the last good configuration keeps serving"
