@@ -229,3 +229,12 @@ async def test_two_gateway_processes_share_uploads(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+async def test_the_upload_count_is_shared_too(replicas, http, redis):
+    """At most one upload per 512 bytes of totalBytes (at least 64) for the whole deployment:
+    empty uploads through both replicas cannot grow Redis without bound."""
+    one, two, *_ = replicas
+    statuses = [(await upload(http, (one, two)[i % 2].url, b""))[0] for i in range(66)]
+    assert statuses.count(201) == 64 and statuses[64:] == [503, 503]
+    assert redis.command("ZCARD", "test-gw:uploads:held").strip() == b":64"
