@@ -14,6 +14,7 @@ disagree still share one bucket.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from gateway import tasks
 from gateway.config.models import RedisState
@@ -49,26 +50,17 @@ class _Waiter:
         self.future: asyncio.Future[Any] = future
 
 
-async def _pipelined(client: Any, script: Script, waiters: list[_Waiter]) -> list[Any]:
-    """One EVALSHA per waiter in one pipeline (no transaction: each script is atomic alone); a
-    server that lost the script (a restart) gets it loaded and the missing ones sent again."""
-
-    async def send(batch: list[_Waiter]) -> list[Any]:
-        pipe = client.pipeline(transaction=False)
-        for waiter in batch:
-            pipe.evalsha(script.sha, len(waiter.keys), *waiter.keys, *waiter.args)
-        return list(await pipe.execute(raise_on_error=False))
-
-    results = await send(waiters)
-    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
-    if missing:
-        await client.script_load(script.source)
-        again = await send([waiters[i] for i in missing])
-        for index, result in zip(missing, again, strict=True):
-            results[index] = result
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
+async def _exchange(conn: Any, script: Script, waiters: list[_Waiter]) -> list[Any]:
+    """Send every waiter's EVALSHA at once (each script is atomic alone: no transaction), then
+    read the replies in order; an error reply is that waiter's result."""
+    commands = [("EVALSHA", script.sha, len(w.keys), *w.keys, *w.args) for w in waiters]
+    await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+    results: list[Any] = []
+    for _ in waiters:
+        try:
+            results.append(await conn.read_response())
+        except ResponseError as exc:
+            results.append(exc)
     return results
 
 
@@ -120,6 +112,9 @@ class RedisStore:
         """Per operation: calls waiting for the next pipelined round trip (:meth:`batched`)."""
         self._sending: set[str] = set()
         """Operations with a round trip in flight."""
+        self._lanes: dict[str, Any] = {}
+        """Per batched operation, its own connection (one round trip in flight at a time needs no
+        pool: taking a pooled connection per call costs a third of the client's work)."""
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -206,11 +201,7 @@ class RedisStore:
         deadlines = [w.deadline for w in waiters if w.deadline is not None]
         deadline = min(deadlines) if deadlines else None
         try:
-            if len(waiters) == 1:
-                one = waiters[0]
-                results = [await self.script(op, script, one.keys, one.args, deadline)]
-            else:
-                results = await self.call(op, lambda client: _pipelined(client, script, waiters), deadline)
+            results = await self.call(op, lambda client: self._lane(op, script, waiters), deadline)
         except StateUnavailable as exc:
             for waiter in waiters:
                 if not waiter.future.done():
@@ -228,6 +219,32 @@ class RedisStore:
             self._sending.discard(op)
             if self._queued.get(op):
                 self._flush(op, script)
+
+    async def _lane(self, op: str, script: Script, waiters: list[_Waiter]) -> list[Any]:
+        """One EVALSHA per waiter, pipelined on the operation's own connection; a server that lost
+        the script (a restart) gets it loaded and the missing ones sent again. Any failure or
+        cancellation drops the connection (replies may still be on their way)."""
+        conn = self._lanes.get(op)
+        if conn is None:
+            conn = self._lanes[op] = self.client.connection_pool.make_connection()
+        try:
+            results = await _exchange(conn, script, waiters)
+            missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+            if missing:
+                await conn.send_command("SCRIPT", "LOAD", script.source)
+                await conn.read_response()
+                again = await _exchange(conn, script, [waiters[i] for i in missing])
+                for index, result in zip(missing, again, strict=True):
+                    results[index] = result
+        except BaseException:
+            self._lanes.pop(op, None)
+            with contextlib.suppress(Exception):
+                await conn.disconnect(nowait=True)
+            raise
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -248,6 +265,10 @@ class RedisStore:
             self._probe.cancel()
             await asyncio.gather(self._probe, return_exceptions=True)
             self._probe = None
+        for conn in self._lanes.values():
+            with contextlib.suppress(Exception):
+                await conn.disconnect()
+        self._lanes.clear()
         try:
             await self.client.aclose()
         except (RedisError, OSError):
