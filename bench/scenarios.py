@@ -159,8 +159,8 @@ class Scenario:
     """Gateway: the harness-facing server: aiohttp (with the fast lane) or aiohttp-only
     (``listen.fastLane: false``)."""
     shared_limit: bool = False
-    """Gateway: one ``rateLimits`` entry with ``scope: shared`` (keyed on the event's source, never
-    exceeded), its buckets in a ``redis-server`` on loopback the runner starts."""
+    """Gateway: one ``rateLimits`` entry with ``scope: shared`` (per principal, never exceeded),
+    its buckets in a ``redis-server`` on loopback the runner starts."""
     default_config: bool = False
     """Gateway: ``ahp-gateway serve`` on its embedded default configuration (the bundled policies,
     decision log to stdout, metrics on), only the ports given on the command line."""
@@ -318,15 +318,16 @@ BY_KEY = {s.key: s for s in ALL}
 
 
 SHARED_LIMIT = {
-    "id": "per-source",
-    "key": "event.source",
+    "id": "per-principal",
+    "key": "principal.?name.orValue('anonymous')",
     "requestsPerSecond": 1_000_000,
     "burst": 1_000_000,
     "scope": "shared",
     "onStateError": "fail-closed",
 }
-"""S2L's limit: every request checked in Redis, none refused (fail-closed: a Redis that does not
-answer shows up as errors, not as a faster run)."""
+"""S2L's limit: the issue's per-principal limit (the benchmark's requests carry no credential, so
+every one is ``anonymous``), every request checked in Redis, none refused (fail-closed: a Redis
+that does not answer shows up as errors, not as a faster run)."""
 
 
 def gateway_config(
