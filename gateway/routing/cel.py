@@ -113,15 +113,36 @@ class Program:
         return EvalError(f"expression produced {value.type().name()}, not bool")
 
 
+_FIELD_PATH = re.compile(
+    r"(principal|headers|event)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)((?:\.\?[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"(?:\.orValue\('([^'\\]*)'\))?"
+)
+"""A key that only selects map fields (``principal.name``, ``event.session.id``), optionally
+ending in optional selects with a literal default (``principal.?name.orValue('anonymous')``):
+read straight from the variables, the same value or error the engine gives, without building
+the engine's view of them."""
+
+
 class ValueProgram:
     """A compiled, type-checked expression producing a string (a rate limit's ``key``)."""
 
-    __slots__ = ("_expr", "id", "source")
+    __slots__ = ("_default", "_expr", "_optional", "_path", "id", "source")
 
-    def __init__(self, expr: Any, source: str, id: str) -> None:
+    def __init__(
+        self,
+        expr: Any,
+        source: str,
+        id: str,
+        path: tuple[str, ...] | None = None,
+        optional: tuple[str, ...] = (),
+        default: str | None = None,
+    ) -> None:
         self._expr = expr
         self.source = source
         self.id = id
+        self._path = path
+        self._optional = optional
+        self._default = default
 
     def reads_event(self) -> bool:
         """Whether the expression may read ``event`` (unknown: yes); a key over the principal or
@@ -130,6 +151,8 @@ class ValueProgram:
         return paths is None or any(path[0] == "event" for path in paths)
 
     def eval(self, activation: Activation) -> str | EvalError:
+        if self._path is not None:
+            return _select(activation.values, self._path, self._optional, self._default)
         try:
             value = self._expr.eval(activation.native)
         except RuntimeError as exc:
@@ -144,6 +167,29 @@ class ValueProgram:
                 return self.eval(activation)
             return EvalError(message.splitlines()[0])
         return EvalError(f"expression produced {value.type().name()}, not string")
+
+
+def _select(
+    values: Mapping[str, Any], path: tuple[str, ...], optional: tuple[str, ...], default: str | None
+) -> str | EvalError:
+    """``path`` through nested maps, as the engine selects fields: a missing key or a non-map on
+    the way is an error; then the ``optional`` selects, where a missing key gives ``default``; a
+    value that is not a string is an error."""
+    value: Any = values
+    for part in path:
+        if not isinstance(value, Mapping) or part not in value:
+            return EvalError(f"no such key: {part}")
+        value = value[part]
+    for part in optional:
+        if not isinstance(value, Mapping):
+            return EvalError(f"no such key: {part}")
+        if part not in value:
+            assert default is not None
+            return default
+        value = value[part]
+    if isinstance(value, str):
+        return value
+    return EvalError("expression produced a value that is not a string")
 
 
 class Batch:
@@ -275,7 +321,12 @@ class Engine:
         rtype = expr.return_type()
         if rtype != _T.STRING and rtype != _T.DYN:
             raise CelCompileError(f"expression has type {rtype.name()}, expected string", 1, 1)
-        return ValueProgram(expr, source, id)
+        simple = _FIELD_PATH.fullmatch(source.strip())
+        if simple is None or (simple.group(3) != "") != (simple.group(4) is not None):
+            return ValueProgram(expr, source, id)  # optional selects without orValue stay the engine's
+        path = (simple.group(1), *simple.group(2).split(".")[1:])
+        optional = tuple(part for part in simple.group(3).split(".?")[1:])
+        return ValueProgram(expr, source, id, path, optional, simple.group(4))
 
     def batch(self, programs: Sequence[Program]) -> Batch | None:
         """``programs`` as list expressions of up to :data:`BATCH_SIZE`, or None for fewer than

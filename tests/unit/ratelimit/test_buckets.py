@@ -166,3 +166,49 @@ def test_redis_key_forms_cannot_collide() -> None:
     assert ratelimit._stored_key(hashed) != hashed and ratelimit._stored_key(hashed[1:]) != hashed
     assert ratelimit._stored_key("agent\nnewline").startswith("#"), "non-printable keys are hashed"
     assert ratelimit._stored_key("agent-1") == "=agent-1"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "principal.name",
+        "event.session.id",
+        "headers.tenant",
+        "event.tool.input",
+        "principal.?name.orValue('anonymous')",
+        "event.session.?id.orValue('')",
+        "event.?session.?id.orValue('none')",
+    ],
+)
+@pytest.mark.parametrize(
+    "values",
+    [
+        {
+            "principal": {"name": "a"},
+            "event": {"session": {"id": "s1"}, "tool": {"input": {"x": 1}}},
+            "headers": {"tenant": "t"},
+        },
+        {"principal": {}, "event": {"session": "flat", "tool": {"input": "text"}}, "headers": {}},
+        {"principal": {"name": 7}, "event": {"session": {"id": None}}, "headers": {"tenant": ""}},
+        {"principal": {"name": "caf\ufffd"}, "event": {}, "headers": {}},
+    ],
+)
+def test_field_path_keys_read_as_the_engine_does(source: str, values: dict[str, Any]) -> None:
+    """The shortcut for keys that only select fields gives the engine's value, or an error where
+    the engine gives one."""
+    program = ENGINE.compile_string(source, "k")
+    assert program._path is not None
+    engine_only = ratelimit.ValueProgram(program._expr, source, "k")
+    full = {"method": "hooks/intercept", "protocolVersion": "draft", "capabilities": {}, **values}
+    fast, slow = program.eval(ENGINE.activation(full)), engine_only.eval(ENGINE.activation(full))
+    assert type(fast) is type(slow) and (isinstance(fast, ratelimit.EvalError) or fast == slow)
+
+
+def test_other_keys_go_to_the_engine() -> None:
+    for source in [
+        "principal.name + ':' + event.type",
+        "headers['x-tenant']",
+        "principal.?name.orValue(string(1))",
+        "event.?session.id.orValue('x')",
+    ]:
+        assert ENGINE.compile_string(source, "k")._path is None
