@@ -73,6 +73,8 @@ class Rule:
     skip_on_error: bool
     max_inflight: int | None
     reads_event: bool = True
+    gcra_args: tuple[bytes, bytes] = (b"", b"")
+    """``interval_us`` and ``tolerance_us`` as the script's arguments, encoded once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,10 +208,10 @@ class RateLimiter:
         if self.redis is None:  # check refuses it; a snapshot built without state fails safe by policy
             return _state_failure(r for r, _ in active)
         redis = self.redis
-        names = [redis.key("rl", rule.id, _stored_key(key)) for rule, key in active]
-        args: list[str] = []
+        names = [redis.key("rl", rule.id, _stored_key(key)).encode() for rule, key in active]
+        args: list[bytes] = []
         for rule, _ in active:
-            args += (str(rule.interval_us), str(rule.tolerance_us))
+            args += rule.gcra_args
         try:
             index, retry = await redis.batched("ratelimit", GCRA, names, args, deadline)
         except StateUnavailable:
@@ -255,6 +257,7 @@ def compile_rules(
                 skip_on_error=limit.onError == "skip",
                 max_inflight=limit.maxInflight,
                 reads_event=program.reads_event(),
+                gcra_args=(b"%d" % interval, b"%d" % (interval * limit.burst)),
             )
         )
     return tuple(out)

@@ -20,6 +20,7 @@ class Script:
     def __init__(self, source: str) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        self.sha_bytes = self.sha.encode()
 
     async def run(self, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:

@@ -43,17 +43,24 @@ OnError = Callable[[str], None]
 class _Waiter:
     __slots__ = ("args", "deadline", "future", "keys")
 
-    def __init__(self, keys: Sequence[str], args: Sequence[Any], deadline: float | None, future: Any) -> None:
+    def __init__(self, keys: Sequence[str | bytes], args: Sequence[Any], deadline: float | None, future: Any) -> None:
         self.keys = keys
         self.args = args
         self.deadline = deadline
-        self.future: asyncio.Future[Any] = future
+        self.future: asyncio.Future[Any] | None = future
+        """None for a call that makes the round trip itself."""
+
+
+def _settled(waiter: _Waiter) -> bool:
+    """Nothing to tell this waiter: it made its own round trip, or it was cancelled."""
+    return waiter.future is None or waiter.future.done()
 
 
 async def _exchange(conn: Any, script: Script, waiters: list[_Waiter]) -> list[Any]:
     """Send every waiter's EVALSHA at once (each script is atomic alone: no transaction), then
     read the replies in order; an error reply is that waiter's result."""
-    commands = [("EVALSHA", script.sha, len(w.keys), *w.keys, *w.args) for w in waiters]
+    sha = script.sha_bytes
+    commands = [(b"EVALSHA", sha, len(w.keys), *w.keys, *w.args) for w in waiters]
     await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
     results: list[Any] = []
     for _ in waiters:
@@ -173,13 +180,29 @@ class RedisStore:
         return await self.call(op, lambda client: script.run(client, keys, args), deadline, timeout=timeout)
 
     async def batched(
-        self, op: str, script: Script, keys: Sequence[str], args: Sequence[Any], deadline: float | None = None
+        self,
+        op: str,
+        script: Script,
+        keys: Sequence[str | bytes],
+        args: Sequence[Any],
+        deadline: float | None = None,
     ) -> Any:
         """:meth:`script` for the request path: calls of one operation are pipelined, at most one
-        round trip in flight per operation. With nothing in flight a call is sent at once (the
-        end of the current event-loop turn); calls made meanwhile go together in the next round
-        trip, so under load the client's fixed cost per command is shared instead of paid by every
+        round trip in flight per operation. With nothing in flight a call makes its round trip
+        itself, at once; calls made meanwhile go together in the next round trip (sent by a task
+        of its own as soon as the one in flight ends), so under load the client's fixed cost per command is shared instead of paid by every
         request. Failures fail every call of the round trip (and count once)."""
+        if op not in self._sending and op not in self._queued:
+            # nothing in flight or waiting: this call is the round trip, in its own task (a
+            # cancellation drops only its own connection); calls meanwhile wait for the next one
+            self._sending.add(op)
+            try:
+                alone = [_Waiter(keys, args, deadline, None)]
+                return (await self.call(op, lambda client: self._lane(op, script, alone), deadline))[0]
+            finally:
+                self._sending.discard(op)
+                if self._queued.get(op):
+                    self._flush(op, script)
         loop = asyncio.get_running_loop()
         waiter = _Waiter(keys, args, deadline, loop.create_future())
         queue = self._queued.get(op)
@@ -188,10 +211,11 @@ class RedisStore:
             if op not in self._sending:
                 loop.call_soon(self._flush, op, script)
         queue.append(waiter)
+        assert waiter.future is not None
         return await waiter.future
 
     def _flush(self, op: str, script: Script) -> None:
-        waiters = [w for w in self._queued.pop(op, ()) if not w.future.done()]
+        waiters = [w for w in self._queued.pop(op, ()) if not _settled(w)]
         if not waiters:
             return
         self._sending.add(op)
@@ -204,17 +228,17 @@ class RedisStore:
             results = await self.call(op, lambda client: self._lane(op, script, waiters), deadline)
         except StateUnavailable as exc:
             for waiter in waiters:
-                if not waiter.future.done():
-                    waiter.future.set_exception(StateUnavailable(str(exc)))
+                if not _settled(waiter):
+                    waiter.future.set_exception(StateUnavailable(str(exc)))  # type: ignore[union-attr]
         except BaseException as exc:  # cancelled at close: nobody is left waiting forever
             for waiter in waiters:
-                if not waiter.future.done():
-                    waiter.future.set_exception(StateUnavailable(type(exc).__name__))
+                if not _settled(waiter):
+                    waiter.future.set_exception(StateUnavailable(type(exc).__name__))  # type: ignore[union-attr]
             raise
         else:
             for waiter, result in zip(waiters, results, strict=True):
-                if not waiter.future.done():
-                    waiter.future.set_result(result)
+                if not _settled(waiter):
+                    waiter.future.set_result(result)  # type: ignore[union-attr]
         finally:
             self._sending.discard(op)
             if self._queued.get(op):

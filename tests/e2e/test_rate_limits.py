@@ -259,3 +259,13 @@ async def test_a_reload_adds_a_limit_and_a_changed_state_is_refused(gateway_fact
     (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(cfg))
     assert await gw.reload() is False, "state changed: only a restart applies it"
     assert limited(await call(http, gw, TOKEN_A)), "the last good configuration keeps serving"
+
+
+async def test_concurrent_intercepts_through_both_replicas_spend_exactly_burst(
+    gateway_factory, stub_factory, tmp_path, redis, http
+):
+    """30 intercepts at once, split over two replicas (pipelined round trips): exactly burst
+    (10) are admitted, however they were batched."""
+    one, two, upstream = await replicas(gateway_factory, stub_factory, tmp_path, redis.url, [per_principal(10)])
+    answers = await asyncio.gather(*(call(http, (one, two)[i % 2], TOKEN_A) for i in range(30)))
+    assert sum(not limited(a) for a in answers) == 10 and len(upstream.received) == 10
