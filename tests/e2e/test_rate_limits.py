@@ -95,14 +95,21 @@ async def test_a_principal_over_its_shared_limit_across_both_replicas_another_un
 
 
 async def test_the_bucket_refills_at_requests_per_second(gateway_factory, stub_factory, tmp_path, redis, http):
+    """20 per second, burst 1: once refused, the answer says when the next token comes (at most
+    50 ms), and it does come then, through the other replica."""
     limit = {"id": "per-principal", "key": "principal.name", "requestsPerSecond": 20, "burst": 1}
     one, two, _ = await replicas(gateway_factory, stub_factory, tmp_path, redis.url, [limit])
     assert not limited(await call(http, one, TOKEN_A))
-    refused = await call(http, two, TOKEN_A)
-    if limited(refused):  # unless 50 ms passed between the calls
-        assert refused["error"]["data"]["retryAfterMs"] <= 50
-        await asyncio.sleep(refused["error"]["data"]["retryAfterMs"] / 1000 + 0.01)
-    assert not limited(await call(http, two, TOKEN_A)), "a token is back after 1/requestsPerSecond"
+    for _ in range(100):  # a slow machine may take over 50 ms per call: call until refused
+        refused = await call(http, two, TOKEN_A)
+        if limited(refused):
+            break
+    else:
+        raise AssertionError("never refused at 20 per second")
+    retry = refused["error"]["data"]["retryAfterMs"]
+    assert 1 <= retry <= 50
+    await asyncio.sleep(retry / 1000 + 0.01)
+    assert not limited(await call(http, two, TOKEN_A)), "a token is back after retryAfterMs"
 
 
 async def test_scope_local_counts_per_process(gateway_factory, stub_factory, tmp_path, http):
