@@ -238,3 +238,34 @@ async def test_the_upload_count_is_shared_too(replicas, http, redis):
     statuses = [(await upload(http, (one, two)[i % 2].url, b""))[0] for i in range(66)]
     assert statuses.count(201) == 64 and statuses[64:] == [503, 503]
     assert redis.command("ZCARD", "test-gw:uploads:held").strip() == b":64"
+
+
+@pytest.mark.spec("AHP-SEC-001")
+async def test_a_password_from_a_file_and_a_wrong_one_never_shown(
+    gateway_factory, stub_factory, receiver_factory, tmp_path, monkeypatch, http, caplog
+):
+    """passwordFile authenticates; with a wrong password uploads are 503 and /readyz says why,
+    and the password appears in neither the answer, /readyz, the metrics nor the log."""
+    secret, wrong = "s3cret-redis-pass-4e1f", "not-the-password-9a7c"
+    monkeypatch.setenv("A_UPLOAD_TOKEN", UPLOAD_TOKEN)
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}))
+    (tmp_path / "redis-password").write_text(secret + "\n")
+    (tmp_path / "wrong-password").write_text(wrong)
+    upstream, receiver = await stub_factory(), await receiver_factory()
+    with redis_server(tmp_path / "redis", password=secret) as redis:
+        good = shared_config(receiver.url, upstream.url, redis.url)
+        good["state"]["redis"]["passwordFile"] = "redis-password"
+        one = await gateway_factory(good, name="one.yaml")
+        assert (await upload(http, one.url, PNG))[0] == 201
+        bad = shared_config(receiver.url, upstream.url, redis.url)
+        bad["state"]["redis"]["passwordFile"] = "wrong-password"
+        two = await gateway_factory(bad, name="two.yaml")
+        status, body, _ = await upload(http, two.url, PNG)
+        assert status == 503
+        async with http.get(f"http://127.0.0.1:{two.admin_port}/readyz") as response:
+            ready = await response.text()
+        assert '"reachable": false' in ready
+        async with http.get(f"http://127.0.0.1:{two.admin_port}/metrics") as response:
+            metrics = await response.text()
+        for text in (str(body), ready, metrics, caplog.text):
+            assert secret not in text and wrong not in text
