@@ -269,3 +269,30 @@ async def test_a_password_from_a_file_and_a_wrong_one_never_shown(
             metrics = await response.text()
         for text in (str(body), ready, metrics, caplog.text):
             assert secret not in text and wrong not in text
+
+
+async def test_rediss_with_a_private_ca(gateway_factory, stub_factory, receiver_factory, tmp_path, monkeypatch, http):
+    """rediss:// with caFile: the gateway trusts exactly that CA (without it, platform trust
+    refuses the self-signed server and uploads are 503)."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    files = (tmp_path / "redis.crt", tmp_path / "redis.key", tmp_path / "ca.pem")
+    cert.cert_chain_pems[0].write_to_path(str(files[0]))
+    cert.private_key_pem.write_to_path(str(files[1]))
+    ca.cert_pem.write_to_path(str(files[2]))
+    monkeypatch.setenv("A_UPLOAD_TOKEN", UPLOAD_TOKEN)
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}))
+    upstream, receiver = await stub_factory(), await receiver_factory()
+    with redis_server(tmp_path / "redis", tls=files) as redis:
+        assert redis.url.startswith("rediss://")
+        trusted = shared_config(receiver.url, upstream.url, redis.url)
+        trusted["state"]["redis"]["caFile"] = "ca.pem"
+        one = await gateway_factory(trusted, name="one.yaml")
+        status, receipt, _ = await upload(http, one.url, PNG)
+        assert status == 201
+        untrusted = await gateway_factory(shared_config(receiver.url, upstream.url, redis.url), name="two.yaml")
+        assert (await upload(http, untrusted.url, PNG))[0] == 503
+        await call(http, one.url, model_request(receipt["ref"]))
+        assert [data for _, data in receiver.requests] == [PNG]

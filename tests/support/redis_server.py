@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +26,10 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, password: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, password: str | None = None, tls: tuple[Path, Path, Path] | None = None
+    ) -> None:
+        """``tls``: (certificate, key, CA) files: TLS only (``rediss://``), no plain port."""
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip(MISSING)
@@ -34,14 +38,21 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.password = password
+        self.tls = tls
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args = [self.binary, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        if self.tls:
+            cert, key, ca = self.tls
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert)]
+            args += ["--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no"]
+        else:
+            args += ["--port", str(self.port)]
         args += ["--dir", str(self.directory), "--logfile", str(self.directory / "redis.log")]
         if self.password:
             args += ["--requirepass", self.password]
@@ -55,9 +66,16 @@ class RedisServer:
                 raise AssertionError("redis-server did not answer before the deadline")
             time.sleep(0.02)
 
+    def _connect(self, timeout: float) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        if self.tls:
+            context = ssl.create_default_context(cafile=str(self.tls[2]))
+            return context.wrap_socket(sock, server_hostname="127.0.0.1")
+        return sock
+
     def _answers(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+            with self._connect(0.5) as sock:
                 sock.sendall(b"PING\r\n")
                 reply = sock.recv(64)
         except OSError:
@@ -70,7 +88,7 @@ class RedisServer:
         for word in words:
             data = word.encode()
             parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+        with self._connect(2) as sock:
             if self.password:
                 sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(self.password), self.password.encode()))
                 sock.recv(64)
@@ -86,8 +104,10 @@ class RedisServer:
 
 
 @contextmanager
-def redis_server(directory: Path, password: str | None = None) -> Iterator[RedisServer]:
-    server = RedisServer(directory, password)
+def redis_server(
+    directory: Path, password: str | None = None, tls: tuple[Path, Path, Path] | None = None
+) -> Iterator[RedisServer]:
+    server = RedisServer(directory, password, tls)
     server.start()
     try:
         yield server
