@@ -77,7 +77,7 @@ def state_for(
         def on_error(op: str) -> None:
             metrics.child(metrics.state_errors, op).inc()
 
-        for op in ("ratelimit", "upload_reserve", "upload_commit", "upload_get", "ping"):
+        for op in ("ratelimit", "upload_reserve", "upload_commit", "upload_release", "upload_get", "ping"):
             metrics.child(metrics.state_errors, op)
     try:
         return RedisStore(redis, loaded.base_dir, on_timing=on_timing, on_error=on_error)

@@ -516,7 +516,11 @@ class UploadStorage(Model):
         description="memory: this process (spoolDir, when set, takes what exceeds memoryBytes); spool: memory then "
         "spoolDir (required); redis: state.redis, shared by every worker and replica.",
     )
-    memoryBytes: int = Field(16 * 1024 * 1024, ge=0, description="Uploads held in memory, in total.")
+    memoryBytes: int = Field(
+        16 * 1024 * 1024,
+        ge=0,
+        description="Uploads held in memory, in total (type redis: being received by one process; 0: totalBytes).",
+    )
     spoolDir: str | None = Field(None, description="Directory for uploads beyond memoryBytes (none: refuse them).")
     totalBytes: int = Field(256 * 1024 * 1024, ge=0, description="Memory and spool together.")
     ttlSeconds: float = Field(600.0, gt=0, description="How long an upload stays referable.")

@@ -104,6 +104,10 @@ class RedisUploadStore:
         hold_seconds: float | None = None,
     ) -> None:
         self.redis = redis
+        self.memory_limit = cfg.memoryBytes or cfg.totalBytes
+        """Bytes this process may hold while receiving (each upload is read whole before it is
+        written): the Redis reservation bounds the deployment, this bounds one pod."""
+        self.receiving = 0
         self.total_limit = cfg.totalBytes
         self.ttl = cfg.ttlSeconds
         self.max_entries = max(MIN_ENTRIES, cfg.totalBytes // ENTRY_BYTES)
@@ -128,6 +132,8 @@ class RedisUploadStore:
     async def receive(self, chunks: AsyncIterator[bytes], size: int, sha256: str, owner: str) -> Stored:
         """Reserve room in Redis, read exactly ``size`` bytes whose SHA-256 is ``sha256``,
         write them; nothing is kept (and the room is given back) on any failure."""
+        if self.receiving + size > self.memory_limit:
+            raise StoreFull("this process holds memoryBytes of uploads being received")
         ref = "upl_" + secrets.token_urlsafe(32)
         accounting = [self._held, self._sizes, self._used]
         verdict, used = await self._script(
@@ -139,6 +145,7 @@ class RedisUploadStore:
             raise StoreFull("total upload storage is full")
         self._publish(used)
         committed = False
+        self.receiving += size
         try:
             data = await _read_exactly(chunks, size, sha256)
             written = await self._script(
@@ -152,6 +159,7 @@ class RedisUploadStore:
                 raise StoreUnavailable("the upload's reservation expired before its bytes arrived")
             committed = True
         finally:
+            self.receiving -= size
             if not committed:
                 await asyncio.shield(self._give_back(ref, accounting))
         return Stored(ref=ref, owner=owner, size=size, sha256=sha256, expires=time.monotonic() + self.ttl, data=data)

@@ -296,3 +296,29 @@ async def test_rediss_with_a_private_ca(gateway_factory, stub_factory, receiver_
         assert (await upload(http, untrusted.url, PNG))[0] == 503
         await call(http, one.url, model_request(receipt["ref"]))
         assert [data for _, data in receiver.requests] == [PNG]
+
+
+async def test_one_process_holds_at_most_memory_bytes_while_receiving(replicas, redis):
+    """Uploads are read whole before they are written to Redis: memoryBytes bounds one process
+    (a slow sender cannot make a pod hold totalBytes); the room taken in Redis is given back."""
+    one, *_ = replicas
+    store = one.assembly.store
+    store.memory_limit = 3000
+    gate = asyncio.Event()
+
+    async def slow() -> Any:
+        yield b"x" * 10
+        await gate.wait()
+        yield b"x" * 1990
+
+    digest = hashlib.sha256(b"x" * 2000).hexdigest()
+    first = asyncio.ensure_future(store.receive(slow(), 2000, digest, "team-a"))
+    while store.receiving == 0:
+        await asyncio.sleep(0.01)
+    from gateway.uploads.store import StoreFull
+
+    with pytest.raises(StoreFull):
+        await store.receive(slow(), 2000, digest, "team-a")
+    gate.set()
+    assert (await first).size == 2000 and store.receiving == 0
+    assert redis.command("GET", "test-gw:uploads:bytes").split(b"\r\n")[1] == b"2000"
