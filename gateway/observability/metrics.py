@@ -284,6 +284,27 @@ SPECS: tuple[Spec, ...] = (
         ("upstream", "outcome"),
     ),
     Spec(
+        "rate_limited",
+        "counter",
+        "ahp_gateway_rate_limited_total",
+        "Intercepts answered -32003 and observations dropped by a rate limit, by limit id.",
+        ("limit",),
+    ),
+    Spec(
+        "state_seconds",
+        "histogram",
+        "ahp_gateway_state_seconds",
+        "Latency of one state.redis operation that answered, by operation.",
+        ("op",),
+    ),
+    Spec(
+        "state_errors",
+        "counter",
+        "ahp_gateway_state_errors_total",
+        "state.redis operations that failed or were not tried (Redis down, timeout), by operation.",
+        ("op",),
+    ),
+    Spec(
         "build_info",
         "gauge",
         "ahp_gateway_build_info",
@@ -469,6 +490,9 @@ class Metrics:
     uploads: Any
     upload_bytes: Any
     upstream_uploads: Any
+    rate_limited: Any
+    state_seconds: Any
+    state_errors: Any
     build_info: Any
     process_cpu: Any
     process_rss: Any

@@ -49,7 +49,7 @@ from gateway.server.limits import GuardedSite, Listeners
 from gateway.telemetry import Telemetry
 
 log = logging.getLogger("ahp_gateway")
-RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing", "inbound", "uploads")
+RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing", "inbound", "uploads", "state")
 
 
 def watched_paths(loaded: LoadedConfig) -> list[Path]:
@@ -216,7 +216,11 @@ class GatewayServer:
         admin = build_admin(
             self.readiness,
             metrics,
-            extra=lambda: {"openCircuits": holder.breakers.open(), "unreadyStdio": holder.breakers.unready_pools()},
+            extra=lambda: {
+                "openCircuits": holder.breakers.open(),
+                "unreadyStdio": holder.breakers.unready_pools(),
+                **({"stateRedis": assembly.state.status()} if assembly.state is not None else {}),
+            },
         )
         self._admin_runner, self._admin_site = await self._serve(
             admin, self.admin_host, self.admin_port, cancel=False, guards=guards
