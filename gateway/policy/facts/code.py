@@ -49,6 +49,7 @@ CALLS: dict[str, dict[str, str]] = {
         "execFileSync": "argv", "fork": "argv",
         "eval": "code", "Function": "code", "runInNewContext": "code", "runInThisContext": "code",
         "rmSync": "delete-options", "rm": "delete-options", "rmdirSync": "delete-options", "rmdir": "delete-options",
+        "removeSync": "delete-options", "remove": "delete-options",
         "unlinkSync": "delete", "unlink": "delete",
         "readFileSync": "read", "readFile": "read", "createReadStream": "read", "readdirSync": "list",
         "writeFileSync": "write", "writeFile": "write", "appendFileSync": "write", "appendFile": "write",
@@ -66,7 +67,7 @@ STRONG: dict[str, frozenset[str]] = {
                          "execv", "execvp", "execve", "execl", "execlp", "spawnv", "spawnvp", "rmtree", "removedirs",
                          "send2trash", "urlopen", "urlretrieve", "create_connection", "eval", "exec",
                          "read_text", "read_bytes", "write_text", "write_bytes", "copyfile", "copytree"}),
-    "javascript": frozenset({"execSync", "spawnSync", "execFileSync", "rmSync", "rmdirSync", "unlinkSync",
+    "javascript": frozenset({"execSync", "spawnSync", "execFileSync", "rmSync", "rmdirSync", "unlinkSync", "removeSync",
                              "readFileSync", "writeFileSync", "appendFileSync", "copyFileSync", "cpSync",
                              "createReadStream", "createWriteStream", "eval", "Function", "fetch", "renameSync"}),
 }  # fmt: skip
@@ -121,9 +122,32 @@ def analyze(language: str, text: str, depth: int = 0) -> Found:
         _Tree(_JS, "javascript", found, depth).walk(text)
     elif language in SCRIPT_CALLS:
         _Script(language, found, depth).walk(text)
+    elif language == "sed":
+        _sed(text, found)
     else:
         _scan(language, text, found)
     return found
+
+
+_SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*)"
+_SED_E = re.compile(
+    r"(?:^|[;\n{}])\s*(?:" + _SED_ADDRESS + r"(?:\s*,\s*" + _SED_ADDRESS + r")?)?"
+    r"\s*!?\s*e(?:[ \t]+([^;\n}]*)|(?=[;\n}]|$))"
+)
+_SED_S_EXEC = re.compile(r"(?:^|[;\n{}]|[/\d$])\s*s(.)(?:(?!\1)[^\\]|\\.)*\1(?:(?!\1)[^\\]|\\.)*\1[gpiImM0-9]*e")
+
+
+def _sed(text: str, found: Found) -> None:
+    """GNU sed's ``e`` command runs a command (``1e rm -rf ~``), or the pattern space when it
+    has none, as does the ``e`` flag of ``s///``: the input decides, so that is ``exec`` unknown."""
+    for m in _SED_E.finditer(text):
+        command = (m.group(1) or "").strip()
+        if command:
+            found.commands.append(command)
+        else:
+            found.touches.append(("exec", None, False))
+    if _SED_S_EXEC.search(text):
+        found.touches.append(("exec", None, False))
 
 
 class _Tree:
@@ -875,9 +899,55 @@ _SCANS: dict[str, list[tuple[str, re.Pattern[str]]]] = {
         ("pipe", re.compile(r"\|\s*" + _STRING)),
     ],
 }
+_EX = r"(?:^|\|)\s*:*\s*(?:sil(?:ent)?!?\s*)?"
+"""The start of one Ex command (vim ``-c``/``+``, ``:a | :b``), after ``:`` and ``silent``."""
+_SCANS.update(
+    {
+        "lua": [
+            ("shell", re.compile(r"\b(?:os\.execute|io\.popen)\s*\(?\s*" + _STRING)),
+            ("delete", re.compile(r"\bos\.remove\s*\(?\s*" + _STRING)),
+        ],
+        "tcl": [  # tclsh, expect: `exec`/`spawn`/`system` take the command's words; `open "|cmd"`
+            ("shell", re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|system)\s+(?:-\S+\s+)*([^\n;\]}]+)")),
+            ("shell", re.compile(r"\bopen\s+[\"{]\|([^\"}]+)")),
+            ("delete-recursive", re.compile(r"\bfile\s+delete\s+-force\s+(?:--\s+)?([^\s;\]}]+)")),
+        ],
+        "r": [
+            ("shell", re.compile(r"\b(?:system2?|shell)\s*\(\s*" + _STRING)),
+            ("delete-recursive", re.compile(r"\bunlink\s*\(\s*" + _STRING + r"[^)]*recursive\s*=\s*T")),
+        ],
+        "applescript": [("shell", re.compile(r"\bdo\s+shell\s+script\s+" + _STRING))],
+        "elisp": [
+            ("shell", re.compile(r"\((?:async-)?shell-command(?:-to-string)?\s+" + _STRING)),
+            ("shell", re.compile(r"\((?:call|start)-process(?:-shell-command)?\s+" + _STRING)),
+            ("delete-recursive", re.compile(r"\(delete-directory\s+" + _STRING + r"\s+t\b")),
+        ],
+        "vim": [  # `:!cmd`, `:r !cmd`, `:w !cmd`, `:.!cmd`, `:terminal cmd`, `system('cmd')`
+            ("shell", re.compile(_EX + r"[.$%\d,']*\s*(?:r(?:ead)?\s*|w(?:rite)?\s+)?!(.*)")),
+            ("shell", re.compile(_EX + r"ter(?:m|minal)?!?\s+(?:\+\+\S+\s+)*(.+)")),
+            ("shell", re.compile(r"\bsystem(?:list)?\s*\(\s*" + _STRING)),
+            ("python", re.compile(_EX + r"(?:py3?|python3?|pyx|pythonx)\s+(.*)")),
+        ],
+        "less": [("shell", re.compile(r"^[^/?]*?(?:!|\|.)(.+)"))],  # `+!cmd`, `+|mcmd`
+        "gdb": [
+            ("shell", re.compile(r"^\s*(?:shell|!)\s*(.*)")),
+            ("shell", re.compile(r"^\s*pipe\s+[^|]*\|\s*(.*)")),
+            ("shell", re.compile(r"\bsystem\s*\(\s*" + _STRING)),
+            ("python", re.compile(r"^\s*(?:python|py|python-interactive|pi)\s+(.*)")),
+        ],
+    }
+)
 _DYNAMIC_RUN: dict[str, re.Pattern[str]] = {
     "awk": re.compile(r"\bsystem\b|\|\s*getline|\|\s*\""),
+    "lua": re.compile(r"\bos\.execute\b|\bio\.popen\b|\bload(?:string)?\s*\("),
+    "tcl": re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|system|eval)\b|\bopen\s+[\"{]\|"),
+    "r": re.compile(r"\b(?:system2?|shell)\s*\(|\beval\s*\(\s*parse"),
+    "applescript": re.compile(r"\bdo\s+shell\s+script\b"),
+    "elisp": re.compile(r"\((?:async-)?shell-command|\((?:call|start|make)-process|\(eval\b"),
+    "vim": re.compile(r"\bsystem(?:list)?\s*\(|\bexe(?:cute)?\s"),
+    "gdb": re.compile(r"\bsystem\s*\("),
 }
+"""A running call or eval whose argument is not a literal: ``exec`` unknown."""
 
 
 def _scan(language: str, text: str, found: Found) -> None:
@@ -890,6 +960,12 @@ def _scan(language: str, text: str, found: Found) -> None:
             if role == "shell":
                 found.commands.append(value)
                 literal_runs += 1
+                if language == "tcl" and ("$" in value or "[" in value):
+                    found.touches.append(("exec", None, False))  # Tcl substitutes these first
+            elif role == "python":  # vim `:py3 ...`, gdb `python ...`
+                inner = analyze("python", value)
+                found.commands += inner.commands
+                found.touches += inner.touches
             elif role == "pipe":
                 found.commands.append(value)  # awk `print ... | "sh"`: its output runs as code
                 found.touches.append(("exec", None, False))
@@ -915,4 +991,12 @@ def language_of(program: str) -> str | None:
         return LANGUAGES[base]
     if base in ("perl", "ruby", "php", "awk", "gawk", "mawk", "nawk"):
         return "awk" if base.endswith("awk") else base
-    return None
+    return SCANNED.get(base)
+
+
+SCANNED: dict[str, str] = {
+    "lua": "lua", "luajit": "lua", "tclsh": "tcl", "wish": "tcl", "expect": "tcl", "rscript": "r",
+    "osascript": "applescript", "emacs": "elisp",
+}  # fmt: skip
+"""Interpreters read with a lexical scan (:data:`_SCANS`): their inline code (``lua -e``,
+``expect -c``, ``Rscript -e``, ``osascript -e``, ``emacs --eval``) and their stdin."""

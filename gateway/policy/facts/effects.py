@@ -190,6 +190,9 @@ def select(selector: str, operands: list[Word], argw: list[Word], parsed: opts.P
         texts = [w.text for w in operands]
         cut = next((k for k, t in enumerate(texts) if t in (":::", "::::", ":::+")), len(texts))
         return operands[:cut]
+    if selector == "plus-operands":  # vim `+cmd`, less `+cmd`: a command, not a file
+        cut = next((k for k, w in enumerate(argw) if w.text == "--"), len(argw))
+        return [Word(w.text[1:], w.mask[1:], w.dynamic, w.sources) for w in argw[:cut] if w.text[:1] == "+"]
     if selector == "object-paths":  # git's `REV:PATH` (`HEAD:.env`, `:0:.env`, `main:config/x`)
         found = []
         for w in operands:
@@ -240,10 +243,12 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     for host in fact["hosts"]:
         if host not in known:
             out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
-    if program == "git" and fact["subcommand"] == "push":
+    if program == "git" and fact["subcommand"] in ("push", "send-pack"):
         out += _git_push(fact, via)
     if program == "gh" and fact["subcommand"] == "api":
         out += _gh_api_ref(fact, via)
+    if program in _HTTP_CLIENTS and any("/git/refs/" in a for a in args):
+        out += _http_api_ref(fact, via, args)
     searcher = program in _SEARCHERS or (program == "git" and fact["subcommand"] == "grep")
     if searcher and any(SECRET_CONTENT.search(a) for a in args if not a.startswith("--")):
         roots = [e["path"] for e in out if e["kind"] == "read" and e["path"]] or [cwd]
@@ -353,6 +358,8 @@ def _table_effects(
             out.append(effect(kind, program, via, path=cwd, recursive=True, certainty="bounded" if cwd else "unknown"))
             continue
         chosen = [w for selector in selectors for w in select(selector, operand_words, argw, parsed)]
+        if "plus-operands" in spec.code:  # `vim +42 f`: `+42` is a command, not a file
+            chosen = [w for w in chosen if w.text[:1] != "+"]
         if not chosen and kind == "delete" and ("xargs" in via or fact["dynamic"]):
             out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))  # `xargs rm -rf`
         for w in chosen:
@@ -488,6 +495,38 @@ def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
             out.append(effect("git.delete-ref", "gh", via, host="github.com", ref=_ref(ref)))
         elif method in ("PATCH", "POST", "PUT"):
             out.append(effect("git.update-ref", "gh", via, host="github.com", ref=_ref(ref), force=force))
+    return out
+
+
+_HTTP_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs"})
+_URL_REF = re.compile(r"^https?://[^/]+/(?:api/v3/)?(repos/[^/]+/[^/]+/git/refs/heads/.+?)/?$")
+_FORCE_BODY = re.compile(r"""["']?force["']?\s*[:=]\s*["']?true""", re.I)
+
+
+def _http_api_ref(fact: dict[str, Any], via: list[str], args: list[str]) -> list[Effect]:
+    """The GitHub refs API called by an HTTP client (``curl -X DELETE .../git/refs/heads/main``,
+    ``curl -X PATCH ... -d '{"force": true}'``, httpie ``http DELETE URL``): the same ref effects
+    as ``gh api``."""
+    refs = [m.group(1).split("/git/refs/", 1)[1] for a in args if (m := _URL_REF.match(a))]
+    if not refs:
+        return []
+    method = ""
+    for k, a in enumerate(args):
+        if a in ("-X", "--request", "--method") and k + 1 < len(args):
+            method = args[k + 1].upper()
+        elif a.startswith(("-X", "--request=", "--method=")) and len(a) > 2 and not a.startswith("-X-"):
+            method = a.split("=", 1)[1].upper() if "=" in a else a[2:].upper()
+        elif a.upper() in ("DELETE", "PATCH", "POST", "PUT") and k < 2:
+            method = a.upper()  # httpie: `http DELETE URL`
+    sends = any(o in _SEND_OPTIONS for o in fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
+    method = method or ("POST" if sends else "GET")
+    force = any(_FORCE_BODY.search(a) for a in args)
+    out: list[Effect] = []
+    for ref in refs:
+        if method == "DELETE":
+            out.append(effect("git.delete-ref", fact["program"], via, host="github.com", ref=_ref(ref)))
+        elif method in ("PATCH", "POST", "PUT"):
+            out.append(effect("git.update-ref", fact["program"], via, host="github.com", ref=_ref(ref), force=force))
     return out
 
 

