@@ -221,6 +221,10 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     found = _row(program, fact, args) if program else None
     if found is not None:
         out += _table_effects(found[0], found[1], program, via, fact, argw, args, cwd, home, lost)
+    elif not program and fact["dynamic"] and _RECURSIVE & set(fact["options"]):
+        # `$c -rf ~`: a program only known at run time, given a recursive option, may be `rm`
+        out += [e | {"certainty": "unknown"} for w in argw if not w.text.startswith("-")
+                for e in of_path("delete", "", via, w, cwd, home, True, lost)]  # fmt: skip
     for r in fact["redirects"]:
         target = r.get("path") or r.get("target") or ""
         net = _DEV_NET.match(target)
@@ -256,12 +260,26 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     return out
 
 
+PERSIST_DIRS = re.compile(
+    r"(^|/)(\.git/hooks|\.husky|\.config/autostart|\.config/systemd/user|Library/LaunchAgents|\.claude/hooks)/?$"
+    r"|^/(etc/(cron\.(d|daily|hourly|weekly|monthly)|profile\.d|systemd/system|init\.d|sudoers\.d)|var/spool/cron"
+    r"(/crontabs)?|Library/LaunchAgents|Library/LaunchDaemons)/?$"
+)
+"""Directories whatever is copied into runs later (``cp evil.sh .git/hooks/``)."""
+_INTO_DIR = frozenset({"cp", "mv", "install", "ln", "rsync", "scp", "ditto", "tar", "unzip", "copy-item", "cpi",
+                       "copy", "move-item", "mi", "move"})  # fmt: skip
+"""Programs whose destination may be a directory they put files into."""
+
+
 def with_persist(found: list[Effect]) -> list[Effect]:
-    """``found`` plus a ``persist`` effect for each write to a place whose contents run later."""
+    """``found`` plus a ``persist`` effect for each write to a place whose contents run later
+    (a file of :data:`PERSIST_PATHS`, or into a directory of :data:`PERSIST_DIRS`)."""
     return found + [
         effect("persist", e["program"], e["via"], path=e["path"])
         for e in found
-        if e["kind"] == "write" and e["path"] and PERSIST_PATHS.search(e["path"])
+        if e["kind"] == "write"
+        and e["path"]
+        and (PERSIST_PATHS.search(e["path"]) or (e["program"] in _INTO_DIR and PERSIST_DIRS.search(e["path"])))
     ]
 
 
@@ -389,6 +407,7 @@ def _table_effects(
     return out
 
 
+_RECURSIVE = frozenset({"-r", "-R", "--recursive"})
 _PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "sed", "gsed", "awk", "gawk",
                             "mawk", "nawk"})  # fmt: skip
 _PATTERN_OPTIONS = ("-e", "-f", "--regexp", "--file", "--expression")

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from gateway.policy.facts import effects as effectmod
+from gateway.policy.facts import paths as pathmod
 from gateway.policy.facts.shell.command import Command, State, is_interpreter, unique
 from gateway.policy.facts.shell.walker import MAX_BYTES, Walker
 
@@ -96,9 +97,11 @@ def _link_effects(commands: list[Command]) -> None:
     dumps = {e["path"] for c in printers for e in c.fact["effects"] if e["kind"] == "write" and e["path"]}
     """Files the environment was printed into (``env > f``): sending them sends it."""
     fetching = {c.program for c in commands if any(e["kind"] == "network" for e in c.fact["effects"]) and c.program}
-    for cmd in commands:
+    for index, cmd in enumerate(commands):
         fact = cmd.fact
         found: list[dict[str, Any]] = fact["effects"]
+        if "xargs" in fact["wrappers"] and "find" in cmd.stdin_from:
+            _find_fed(cmd, commands[:index], found)
         for e in found:
             if e["kind"] == "exec" and e["source"] != "download" and set(cmd.code_from) & fetching:
                 e["source"] = "download"
@@ -120,3 +123,24 @@ def _link_effects(commands: list[Command]) -> None:
 def _sent_files(fact: dict[str, Any]) -> set[str]:
     """The files a sending command reads (``curl -d @f``, ``-T f``, ``--post-file=f``)."""
     return set(fact["paths"]) | {e["path"] for e in fact["effects"] if e["kind"] == "read"}
+
+
+def _find_fed(cmd: Command, before: list[Command], found: list[dict[str, Any]]) -> None:
+    """``find ROOT ... | xargs rm``: what xargs deletes is below the roots of the ``find`` that
+    feeds it (a bounded, recursive delete, as ``find ROOT -exec rm {} +``), not unknown."""
+    finder = next((c for c in reversed(before) if c.program == "find" and cmd.program in c.stdout_to), None)
+    if finder is None:
+        return
+    roots: list[str] = []
+    for a in finder.words[finder.start + 1 :]:
+        if a.dynamic:
+            return  # a root only known at run time: the delete stays unknown
+        if a.text.startswith("-") or a.text in ("(", "!"):
+            break
+        roots.append(a.text)
+    paths = [pathmod.normalize(r, finder.state.cwd, finder.state.home, shell=True) for r in roots or ["."]]
+    for k, e in enumerate(found):
+        if e["kind"] == "delete" and e["certainty"] == "unknown" and e["path"] == "":
+            bounded = [e | {"path": p, "recursive": True, "certainty": "bounded"} for p in paths]
+            found[k : k + 1] = bounded
+            break

@@ -27,6 +27,7 @@ from gateway.policy.facts.shell.expand import (
     escaped_tail,
     fed_text,
     gap_tokens,
+    heredoc_text,
     pipe_nodes,
 )
 from gateway.policy.facts.shell.inline import (
@@ -393,7 +394,7 @@ class Walker:
                         ch.type == "heredoc_start" and ch.text is not None and ch.text[:1] in (b"'", b'"', b"\\")
                         for ch in r.children
                     )
-                    cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else None
+                    cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else heredoc_text(body, st)
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
                 elif r.type != "heredoc_redirect" and c.type not in ("heredoc_start", "heredoc_end") and target is None:

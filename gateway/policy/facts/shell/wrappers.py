@@ -207,6 +207,8 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
         cmd.implied = "env"  # `env` alone prints the environment
     program = cmd.resolved = cmd.resolved or cmd.program
     args = words[i + 1 :] if i < len(words) else []
+    if not program and i < len(words) and words[i].dynamic and (script := shell_payload(args)) is not None:
+        out += walker.payload(cmd, script, src, st, depth)  # `${SHELL:-sh} -c '...'`: read as a shell's
     if program in SHELLS:
         script = shell_payload(args)
         if script is not None:
