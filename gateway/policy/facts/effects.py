@@ -69,8 +69,8 @@ _SEND_OPTIONS = frozenset(
      "--json", "--post-data", "--post-file", "--body-data", "--body-file"}
 )  # fmt: skip
 PERSIST_PATHS = re.compile(
-    r"(^|/)(\.bashrc|\.bash_profile|\.bash_login|\.profile|\.zshrc|\.zshenv|\.zprofile|\.zlogin|\.kshrc|\.cshrc|"
-    r"\.tcshrc|\.config/fish/config\.fish|\.inputrc|\.xinitrc|\.xprofile|\.ssh/authorized_keys2?|\.ssh/rc|"
+    r"(^|/)(\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.zlogout|\.profile|\.zshrc|\.zshenv|\.zprofile|\.zlogin|\.kshrc|\.cshrc|"
+    r"\.tcshrc|\.config/fish/config\.fish|\.config/fish/conf\.d/.+|\.inputrc|\.xinitrc|\.xprofile|\.ssh/authorized_keys2?|\.ssh/rc|"
     r"\.ssh/config|\.gitconfig|\.config/git/config|\.git/config|\.git/hooks/[^/]+|\.husky/[^/]+|\.vimrc|"
     r"\.config/nvim/.+|\.emacs|\.emacs\.d/init\.el|\.config/autostart/.+|\.config/systemd/user/.+|"
     r"Library/LaunchAgents/.+|\.claude/settings(\.local)?\.json|\.claude/hooks/.+|\.codex/config\.toml|"

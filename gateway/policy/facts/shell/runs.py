@@ -83,8 +83,14 @@ _GIT_ENV = (
     "GIT_SEQUENCE_EDITOR",
     "GIT_PROXY_COMMAND",
     "SSH_ASKPASS",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
 )
-"""Environment variables whose value is a command git runs."""
+"""Environment variables whose value is a command git runs (``EDITOR``, ``VISUAL`` and ``PAGER``
+when git's own are not set)."""
+_GIT_DIR_ENV = ("GIT_EXEC_PATH", "GIT_TEMPLATE_DIR")
+"""Environment variables naming a directory git runs programs from (``git-*``, template hooks)."""
 _GIT_COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "filter-branch": ("--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
                       "--msg-filter", "--commit-filter", "--tag-name-filter"),
@@ -239,6 +245,12 @@ def code(
     like inline interpreter code. Options are matched as whole words, so single-dash long options
     (gdb ``-ex``) work; ``first-operand`` counts only when no option gave code."""
     texts = [w.text for w in args]
+    out: list[Command] = []
+    for name in _ENV_COMMANDS.get(program, ()):  # `LESSOPEN='|cmd %s' less f`
+        given = cmd.env.get(name) or cmd.state.vars.get(name)
+        if given is not None:
+            line = given.text.lstrip("|").replace("%s", "f")
+            out += run_word(walker, cmd, Word(line, "1" * len(line), given.dynamic, given.sources), src, st, depth)
     for row in programs.table().get(program, ()):
         spec = row.spec
         if not spec.code:
@@ -265,11 +277,14 @@ def code(
             elif selector == "first-operand" and not words:
                 parsed = opts.parse(texts, row.parse_spec)
                 words += [args[k] for k in parsed.operands[:1]]
-        out: list[Command] = []
         for w in words:
             out += walker.run_code(cmd, spec.language, w, src, st, depth)
         return out
-    return []
+    return out
+
+
+_ENV_COMMANDS = {"less": ("LESSOPEN", "LESSCLOSE")}
+"""Environment variables whose value is a command the program runs."""
 
 
 def git_runs(walker: Walker, cmd: Command, args: list[Word], src: bytes, st: State, depth: int) -> list[Command]:
@@ -288,7 +303,7 @@ def git_runs(walker: Walker, cmd: Command, args: list[Word], src: bytes, st: Sta
             config[name.lower()] = Word(raw, "1" * len(raw), True)
     scripts: list[Word] = []
     for key, value in config.items():
-        if key == "core.hookspath":
+        if key in ("core.hookspath", "init.templatedir"):
             scripts += _hooks(cmd, value)
             continue
         if key == "(unknown)" or (value.dynamic and _GIT_RUN_KEYS.match(key)):
@@ -309,12 +324,24 @@ def git_runs(walker: Walker, cmd: Command, args: list[Word], src: bytes, st: Sta
         given = cmd.env.get(name) or cmd.state.vars.get(name)
         if given is not None:
             scripts.append(given)
+    for name in _GIT_DIR_ENV:  # `GIT_EXEC_PATH=/tmp/x git pull` runs /tmp/x/git-pull
+        given = cmd.env.get(name) or cmd.state.vars.get(name)
+        if given is not None:
+            scripts += _hooks(cmd, given)
+    for path in top.values.get("--exec-path", []):
+        scripts += _hooks(cmd, Word(path, "1" * len(path), any(a.dynamic and path in a.text for a in args)))
     sub_at = top.operands[0] if top.operands else None
     if sub_at is not None:
         sub = texts[sub_at].lower()
         rest = args[sub_at + 1 :]
         if sub == "config":
             scripts += _config_persist(cmd, rest)
+        if sub in ("clone", "init"):  # `--template=DIR`: its hooks are installed and run on checkout
+            for k, w in enumerate(rest):
+                if w.text == "--template" and k + 1 < len(rest):
+                    scripts += _hooks(cmd, rest[k + 1])
+                elif w.text.startswith("--template="):
+                    scripts += _hooks(cmd, Word(w.text[11:], w.mask[11:], w.dynamic, w.sources))
         for w in rest:  # `git clone 'ext::sh -c cmd'`: the ext transport runs a command
             if w.text.startswith("ext::"):
                 spaced = w.text[5:].replace("%%", "\0").replace("% ", "\1")
@@ -346,9 +373,10 @@ _NO_HOOKS = frozenset({"", "/dev/null", "nul"})
 
 
 def _hooks(cmd: Command, value: Word) -> list[Word]:
-    """``core.hooksPath``: the hooks in that directory run. Hooks written earlier in the line are
-    read; a directory outside the working directory (or only known at run time) runs code the
-    command does not show, so it is ``exec`` unknown; the project's own hooks directory is not."""
+    """``core.hooksPath`` (also ``--exec-path``, ``--template``, ``GIT_EXEC_PATH``): programs in
+    that directory run. Files written earlier in the line are read; a directory outside the working
+    directory (or only known at run time) runs code the command does not show, so it is ``exec``
+    unknown; the project's own hooks directory is not."""
     if value.dynamic:
         return [Word(value.text, value.mask, True, value.sources)]
     text = value.text.strip()
@@ -402,6 +430,7 @@ _CONTAINER_FLAGS = frozenset({"--rm", "--privileged", "--init", "--interactive",
 """Long options of ``docker run`` without a value (every other long option takes one)."""
 _CONTAINER_SHORT_VALUED = "acehlmpuvw"
 _KEPT = frozenset({"read", "write", "delete", "network"})
+_SYSTEM_DIR = re.compile(r"^/(bin|boot|dev|etc|home|lib[0-9x]*|opt|root|sbin|srv|usr|var|Users|Library|System)/?$")
 
 
 def container(cmd: Command, args: list[Word]) -> None:
@@ -456,12 +485,20 @@ def container(cmd: Command, args: list[Word]) -> None:
             entrypoint = value
     words = ([Word(entrypoint, "1" * len(entrypoint))] if entrypoint else []) + args[k + 1 :]
     binds = [(src, dst.rstrip("/") or "/", ro) for src, dst, ro in mounts if src.startswith(("/", "~", "$", ".", "\0"))]
-    if not binds or not words or k >= len(args) or any(w.dynamic for w in words):
+    st = cmd.state
+    if binds and (k >= len(args) or len(words) == (1 if entrypoint else 0)):
+        # the image's own command, unseen, gets the root, the home or a system directory to write
+        for src, _, ro in binds:
+            host = pathmod.normalize(src, st.cwd, st.home, shell=True) if src != "\0" else ""
+            if not ro and (host in ("/", st.home) or _SYSTEM_DIR.match(host)):
+                cmd.code_effects.append(effectmod.effect("exec", cmd.program, [*cmd.wrappers, cmd.program],
+                                                         path=host, source="unknown", certainty="unknown"))  # fmt: skip
+        return
+    if not binds or not words or any(w.dynamic for w in words):
         return
     from gateway.policy.facts.shell import parse_command  # here: the package imports this module
 
     inner, _ = parse_command(" ".join(shlex.quote(w.text) for w in words), workdir, "/root")
-    st = cmd.state
     for fact_ in inner:
         for e in fact_["effects"]:
             if e["kind"] not in _KEPT:
