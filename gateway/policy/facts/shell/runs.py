@@ -446,7 +446,7 @@ def container(cmd: Command, args: list[Word]) -> None:
             return
         at += 1
     mounts: list[tuple[str, str, bool]] = []
-    workdir, entrypoint = "/", ""
+    workdir, entrypoint, privileged = "/", "", False
     k = at + 1
     while k < len(args):
         t = texts[k]
@@ -483,11 +483,14 @@ def container(cmd: Command, args: list[Word]) -> None:
             workdir = value
         elif name == "--entrypoint":
             entrypoint = value
+        elif name == "--privileged" or (name in ("--pid", "--userns") and value == "host"):
+            privileged = True
     words = ([Word(entrypoint, "1" * len(entrypoint))] if entrypoint else []) + args[k + 1 :]
     binds = [(src, dst.rstrip("/") or "/", ro) for src, dst, ro in mounts if src.startswith(("/", "~", "$", ".", "\0"))]
     st = cmd.state
-    if binds and (k >= len(args) or len(words) == (1 if entrypoint else 0)):
+    if binds and (privileged or k >= len(args) or len(words) == (1 if entrypoint else 0)):
         # the image's own command, unseen, gets the root, the home or a system directory to write
+        # (or a privileged container, which can reach any of the host's files: `chroot /mnt ...`)
         for src, _, ro in binds:
             host = pathmod.normalize(src, st.cwd, st.home, shell=True) if src != "\0" else ""
             if not ro and (host in ("/", st.home) or _SYSTEM_DIR.match(host)):
