@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 _GIT_RUNS_SUBS = frozenset(r.spec.sub[0] for r in programs.table().get("git", ()) if r.spec.runs and r.spec.sub)
 _JOINS = frozenset({("ssh", ""), ("parallel", ""), ("git", "submodule")})
+_EACH = frozenset({"concurrently", "npm-run-all", "run-p", "run-s"})
+"""Programs whose every operand is a command line of its own."""
 """Programs that join the words of the command they run into one shell line."""
 _SHORT_ALIAS = {("git", "rebase", "--exec"): "-x", ("rsync", "", "-e"): "--rsh"}
 _KEY_NAMES = {"enter": "\n", "c-m": "\n", "c-j": "\n", "kpenter": "\n", "space": " ", "tab": "\t", "bspace": ""}
@@ -213,11 +215,21 @@ def runs(
             return []
         if program == "tmux" and spec.sub[:1] in (["send-keys"], ["send"]):
             return run_word(walker, cmd, _keys(chosen), src, st, depth)
+        if program in _EACH:  # `concurrently 'a' 'b'`: every operand is a command line
+            return [c for w in chosen for c in run_word(walker, cmd, w, src, st, depth)]
         start = next(k for k, w in enumerate(rest) if w is chosen[0])
         stop = len(rest)
         if spec.runs == "operands-before-separator":
             stop = next((k for k in range(start, len(rest)) if rest[k].text in (":::", "::::", ":::+")), stop)
         words = rest[start:stop]
+        cut = next((k for k, w in enumerate(rest) if w.text == "--"), None)
+        if (
+            cut is not None
+            and cut + 1 < len(rest)
+            and spec.runs in ("operands", "operands-after-first")
+            and not rest[cut + 1].text.startswith("-")
+        ):
+            words = rest[cut + 1 :]  # `op run -- CMD`, `mise exec node@20 -- CMD`: the command follows `--`
         if program == "parallel" and stop < len(rest):  # the values after `:::` are the arguments
             values = [w for w in rest[stop:] if w.text not in (":::", "::::", ":::+")]
             if any("{}" in w.text for w in words):
@@ -246,6 +258,9 @@ def code(
     (gdb ``-ex``) work; ``first-operand`` counts only when no option gave code."""
     texts = [w.text for w in args]
     out: list[Command] = []
+    if program.startswith("gdb") and "--args" in texts and texts.index("--args") + 1 < len(args):
+        inner = Command(list(args[texts.index("--args") + 1 :]), st, depth + 1, "payload")  # the debugged program
+        out += walker.resolve(inner, src, st, depth + 1)
     for name in _ENV_COMMANDS.get(program, ()):  # `LESSOPEN='|cmd %s' less f`
         given = cmd.env.get(name) or cmd.state.vars.get(name)
         if given is not None:

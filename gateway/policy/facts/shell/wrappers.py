@@ -68,6 +68,18 @@ _WRAPPERS: dict[str, tuple[str, frozenset[str]]] = {
     "chroot": ("", frozenset({"userspec", "groups"})),
     "watch": ("ndqc", frozenset({"interval", "differences"})),
     "sshpass": ("pfdP", frozenset()),
+    "cross-env": ("", frozenset()),
+    "fakeroot": ("lfsib", frozenset({"lib", "faked"})),
+    "catchsegv": ("", frozenset()),
+    "rlwrap": ("bfHlPSzCDeghmOpqstw", frozenset()),
+    "dbus-launch": ("", frozenset({"config-file", "autolaunch"})),
+    "numactl": ("CNmpiP", frozenset({"physcpubind", "cpunodebind", "membind", "preferred", "interleave"})),
+    "distrobox-host-exec": ("", frozenset()),
+    "flatpak-spawn": ("", frozenset({"directory", "forward-fd", "env", "unset-env"})),
+    "xvfb-run": ("nefpsw", frozenset({"server-num", "error-file", "auth-file", "xauth-protocol", "server-args", "wait"})),
+    "valgrind": ("", frozenset()),
+    "unshare": ("SGRw", frozenset({"map-user", "map-group", "setuid", "setgid", "root", "wd", "propagation", "setgroups"})),
+    "nsenter": ("tSGwrW", frozenset({"target", "setuid", "setgid", "wd", "root", "wdns", "env"})),
     "then": ("", frozenset()),
     "do": ("", frozenset()),
     "else": ("", frozenset()),
@@ -108,7 +120,7 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
             continue
         if name == "command" and any(x.text in ("-v", "-V") for x in words[i + 1 : i + 2]):
             break
-        if name in ("su", "script"):
+        if name in ("su", "script", "sg") or (name == "runuser" and any(x.text in ("-c", "--command") for x in words)):
             cmd.wrappers.append(name)
             payload = option_value(words[i + 1 :], ("-c", "--command"))
             if payload is not None:
@@ -129,7 +141,7 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
             if a == "--":
                 j += 1
                 break
-            if name == "env" and "=" in a and not a.startswith("-"):
+            if name in ("env", "cross-env") and "=" in a and not a.startswith("-"):
                 key, _, value = a.partition("=")
                 w_value = words[j]
                 cmd.env[key] = Word(value, w_value.mask[len(key) + 1 :], w_value.dynamic, w_value.sources)
