@@ -486,6 +486,7 @@ def _git_push(fact: dict[str, Any], via: list[str]) -> list[Effect]:
 
 _API_REF = re.compile(r"^/?repos/[^/]+/[^/]+/git/refs/(heads/.+)$")
 _API_FIELDS = frozenset({"-f", "-F", "--field", "--raw-field"})
+_GRAPHQL_REF = re.compile(r"\b(deleteRef|updateRefs?)\b")
 
 
 def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
@@ -493,6 +494,10 @@ def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
     a PATCH or POST with ``force=true`` force-updates it (REST, as a force push does)."""
     args: list[str] = fact["args"][1:]
     refs = [m.group(1) for a in args if (m := _API_REF.match(a))]
+    if args[:1] == ["graphql"] and any(_GRAPHQL_REF.search(a) for a in args):
+        # `deleteRef`/`updateRef(s)` name refs by opaque ids: which branch is not known
+        kind = "git.delete-ref" if any("deleteRef" in a for a in args) else "git.update-ref"
+        return [effect(kind, "gh", via, host="github.com", force=True, certainty="unknown")]
     if not refs:
         return []
     method, fields = "", []

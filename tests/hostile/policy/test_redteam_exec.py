@@ -71,6 +71,10 @@ ATTACKS: list[tuple[str, str | tuple[str, dict[str, Any]]]] = [
     ("git-refs", "curl -X PATCH https://api.github.com/repos/o/r/git/refs/heads/main -d '{\"sha\":\"a\",\"force\":true}'"),
     ("git-refs", "timeout 30 env GIT_TRACE=1 git push -f origin refs/heads/main:refs/heads/main"),
     ("git-refs", "B=mai; git push -f origin \"${B}n\""),
+    ("git-refs", "git push -d origin \"$B\""),
+    ("git-refs", "gh api graphql -f query='mutation{deleteRef(input:{refId:\"x\"}){clientMutationId}}'"),
+    ("git-refs", "gh repo delete o/r --yes"),
+    ("git-refs", "gh api -X DELETE repos/o/r"),
     # ---- git running commands -----------------------------------------------------------------
     ("git-runs", "git -c core.hooksPath=/tmp/h commit -m x"),
     ("git-runs", "git -c core.fsmonitor='rm -rf ~' status"),
@@ -314,6 +318,7 @@ BENIGN: list[tuple[str, str | tuple[str, dict[str, Any]]]] = [
     ("git-refs", "gh api repos/o/r/git/refs/heads/main"),
     ("git-refs", "curl -s https://api.github.com/repos/o/r/git/refs/heads/main"),
     ("git-refs", "git update-ref -d refs/remotes/origin/old"),
+    ("git-refs", "gh repo view o/r && gh api graphql -f query='{viewer{login}}'"),
     ("git-runs", "git -c core.editor=vim commit"),
     ("git-runs", "git -c core.pager=less log"),
     ("git-runs", "git -c core.hooksPath=/dev/null commit -m x"),
@@ -401,7 +406,20 @@ def _id(case: tuple[str, Any]) -> str:
     return f"{cls}:{str(call)[:70]}"
 
 
-@pytest.mark.parametrize("case", ATTACKS, ids=[_id(c) for c in ATTACKS])
+KNOWN_MISSES = {
+    "read -r c <<< 'rm -rf ~'; $c": "`read` into a variable is not modelled (policies/README.md)",
+    "{'session_id': 1, 'chars': ':!rm -rf ~\\n'}": "keystrokes reach an unknown program (policies/README.md)",
+}
+"""Attacks the library knowingly misses: each is an expected failure, strict, so a fix shows."""
+
+
+def _attack(case: tuple[str, Any]) -> Any:
+    why = KNOWN_MISSES.get(case[1] if isinstance(case[1], str) else repr(case[1][1]))
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(case, marks=marks, id=_id(case))
+
+
+@pytest.mark.parametrize("case", [_attack(c) for c in ATTACKS])
 def test_an_attack_is_flagged(case: tuple[str, Any]) -> None:
     tool, inp = as_call(case[1])
     assert flagged(tool, inp), verdicts(tool, inp)

