@@ -270,6 +270,10 @@ class _Tree:
             fn = n.child_by_field_name("function")
             if fn is not None and fn.type in ("attribute", "member_expression") and name in ("expanduser", "absolute"):
                 return self.value(fn.child_by_field_name("object"))
+            if fn is not None and fn.type == "attribute" and name == "joinpath":  # `Path.home().joinpath('.x')`
+                parts = [self.value(fn.child_by_field_name("object")), *(self.value(a) for a in args)]
+                if all(p is not None for p in parts):
+                    return "/".join(p.rstrip("/") if k < len(parts) - 1 else p for k, p in enumerate(parts) if p)
             return UNKNOWN
         if t in ("attribute", "member_expression") and n.text:
             text = n.text.decode()

@@ -75,7 +75,8 @@ PERSIST_PATHS = re.compile(
     r"\.config/nvim/.+|\.emacs|\.emacs\.d/init\.el|\.config/autostart/.+|\.config/systemd/user/.+|"
     r"Library/LaunchAgents/.+|\.claude/settings(\.local)?\.json|\.claude/hooks/.+|\.codex/config\.toml|"
     r"\.gemini/settings\.json|\.cursor/hooks\.json|\.cursor/mcp\.json|\.vscode/tasks\.json|\.vscode/settings\.json|"
-    r"\.npmrc|\.pip/pip\.conf|\.config/pip/pip\.conf|\.pypirc)$"
+    r"\.npmrc|\.pip/pip\.conf|\.config/pip/pip\.conf|\.pypirc|\.config/git/hooks/[^/]+|\.envrc|"
+    r"site-packages/[^/]+\.pth|(sitecustomize|usercustomize)\.py)$"
     r"|^/etc/(cron\.(d|daily|hourly|weekly|monthly)/.+|crontab|profile|profile\.d/.+|bash\.bashrc|zsh/.+|"
     r"environment|ld\.so\.preload|ld\.so\.conf(\.d/.+)?|rc\.local|systemd/.+|init\.d/.+|sudoers(\.d/.+)?|"
     r"pam\.d/.+|ssh/sshd_config|passwd|shadow|group)$"
@@ -247,6 +248,10 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     for host in fact["hosts"]:
         if host not in known:
             out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
+    if program in _SAVED_BY:  # `curl -o ~/.bashrc URL`, `wget -O f URL`: the file it saves
+        for key in _SAVED_BY[program]:
+            out += [effect("write", program, via, path=pathmod.normalize(v, cwd, home, shell=True))
+                    for v in fact.get("_values", {}).get(key, []) if v not in ("-", "")]  # fmt: skip
     if program == "git" and fact["subcommand"] in ("push", "send-pack"):
         out += _git_push(fact, via)
     if program == "gh" and fact["subcommand"] == "api":
@@ -523,6 +528,8 @@ def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
 
 
 _HTTP_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs"})
+_SAVED_BY = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}
+"""Options naming the file a downloader saves (kept in the facts as ``_values``)."""
 _URL_REF = re.compile(r"^https?://[^/]+/(?:api/v3/)?(repos/[^/]+/[^/]+/git/refs/heads/.+?)/?$")
 _FORCE_BODY = re.compile(r"""["']?force["']?\s*[:=]\s*["']?true""", re.I)
 
