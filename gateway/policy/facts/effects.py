@@ -76,7 +76,7 @@ PERSIST_PATHS = re.compile(
     r"Library/LaunchAgents/.+|\.claude/settings(\.local)?\.json|\.claude/hooks/.+|\.codex/config\.toml|"
     r"\.gemini/settings\.json|\.cursor/hooks\.json|\.cursor/mcp\.json|\.vscode/tasks\.json|\.vscode/settings\.json|"
     r"\.npmrc|\.pip/pip\.conf|\.config/pip/pip\.conf|\.pypirc|\.config/git/hooks/[^/]+|\.envrc|"
-    r"site-packages/[^/]+\.pth|(sitecustomize|usercustomize)\.py)$"
+    r"site-packages/[^/]+\.pth|(sitecustomize|usercustomize)\.py|\.ipython/profile_[^/]+/startup/[^/]+)$"
     r"|^/etc/(cron\.(d|daily|hourly|weekly|monthly)/.+|crontab|profile|profile\.d/.+|bash\.bashrc|zsh/.+|"
     r"environment|ld\.so\.preload|ld\.so\.conf(\.d/.+)?|rc\.local|systemd/.+|init\.d/.+|sudoers(\.d/.+)?|"
     r"pam\.d/.+|ssh/sshd_config|passwd|shadow|group)$"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import posixpath
 import re
 import shlex
 
@@ -334,7 +335,12 @@ def fed_text(cmd: Command) -> str | None:
         return cmd.stdin_text
     if cmd.program == "cat":
         rest = [w.text for w in cmd.words[cmd.start + 1 :]]
-        return cmd.stdin_text if all(t.startswith("-") and t != "-" for t in rest) else None
+        if all(t.startswith("-") and t != "-" for t in rest):
+            return cmd.stdin_text
+        files = [posixpath.normpath(posixpath.join(cmd.state.cwd, t)) for t in rest if not t.startswith("-")]
+        if cmd.state.scripts and all(f in cmd.state.scripts for f in files):  # `echo ... > f; cat f | sh`
+            return "".join(cmd.state.scripts[f] for f in files)
+        return None
     return echo_text(cmd, fed=True)
 
 

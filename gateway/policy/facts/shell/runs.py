@@ -4,6 +4,7 @@ environment and its options."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import TYPE_CHECKING
@@ -437,6 +438,58 @@ def _config_persist(cmd: Command, rest: list[Word]) -> list[Word]:
         return []
     text = value.text[1:] if key.startswith(("alias.", "credential.")) and value.text.startswith("!") else value.text
     return [Word(text, "1" * len(text))]
+
+
+PROJECT_TOOLS = frozenset({"make", "gmake", "npm", "pnpm", "yarn", "bun"})
+_MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+_NPM_HOOKS = {
+    "install": ("preinstall", "install", "postinstall", "prepare"), "i": ("preinstall", "install", "postinstall", "prepare"),
+    "ci": ("preinstall", "install", "postinstall", "prepare"), "add": ("preinstall", "install", "postinstall", "prepare"),
+    "test": ("pretest", "test", "posttest"), "t": ("pretest", "test", "posttest"),
+    "start": ("prestart", "start", "poststart"), "publish": ("prepublishOnly", "prepack", "prepare", "publish"),
+}  # fmt: skip
+
+
+def project_config(
+    walker: Walker, cmd: Command, program: str, args: list[Word], src: bytes, st: State, depth: int
+) -> list[Command]:
+    """A build file written earlier in the same line and then used: ``printf 'all:\\n\\trm -rf ~'
+    > Makefile && make`` runs the recipes, ``echo '{"scripts": {"postinstall": ...}}' >
+    package.json && npm install`` runs the lifecycle scripts. Files on disk stay unknown (policies/README.md)."""
+    scripts = cmd.state.scripts
+    if not scripts:
+        return []
+    cwd = cmd.state.cwd
+    texts = [w.text for w in args]
+    lines: list[str] = []
+    if program in ("make", "gmake"):
+        given = next((texts[k + 1] for k, t in enumerate(texts[:-1]) if t in ("-f", "--file", "--makefile")), None)
+        names = [given] if given else list(_MAKEFILES)
+        body = next((scripts[p] for n in names if (p := pathmod.normalize(n, cwd, cmd.state.home, shell=True)) in scripts),
+                    None)  # fmt: skip
+        if body is not None:
+            lines = [ln.lstrip("\t").lstrip("@+-").replace("$$", "$") for ln in body.split("\n") if ln.startswith("\t")]
+    else:
+        body = scripts.get(pathmod.normalize("package.json", cwd, cmd.state.home, shell=True))
+        if body is None:
+            return []
+        try:
+            table = json.loads(body).get("scripts", {})
+        except (ValueError, AttributeError):
+            return []
+        operands = [t for t in texts if not t.startswith("-")]
+        sub = operands[0] if operands else ("install" if program in ("yarn", "bun") else "")
+        if sub in ("run", "run-script") and len(operands) > 1:
+            hooks: tuple[str, ...] = ("pre" + operands[1], operands[1], "post" + operands[1])
+        elif sub in _NPM_HOOKS:
+            hooks = _NPM_HOOKS[sub]
+        else:
+            hooks = ("pre" + sub, sub, "post" + sub) if program in ("yarn", "bun") and sub else ()
+        lines = [v for h in hooks if isinstance(v := table.get(h) if isinstance(table, dict) else None, str)]
+    out: list[Command] = []
+    for line in lines:
+        out += run_word(walker, cmd, Word(line, "1" * len(line)), src, st, depth)
+    return out
 
 
 CONTAINER_ENGINES = frozenset({"docker", "podman", "nerdctl"})

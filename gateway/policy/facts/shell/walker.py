@@ -411,6 +411,10 @@ class Walker:
             entry: dict[str, Any] = {"op": op, "fd": fd, "target": text, "dynamic": bool(target and target.dynamic)}
             if target is not None and not target.dynamic and not op.endswith("&"):
                 entry["path"] = pathmod.normalize(text, st.cwd, st.home, shell=True)
+            if op == "<" and entry.get("path") in st.scripts:  # `echo ... > f; sh < f`
+                cmd.stdin_text = st.scripts[entry["path"]]
+            elif op == "<" and entry.get("path") in st.downloads:
+                cmd.stdin_from = unique([*cmd.stdin_from, st.downloads[entry["path"]]])
             if target is not None and target.procsub and op.startswith("<"):
                 cmd.stdin_from = unique([*cmd.stdin_from, *target.sources])
                 if target.output is not None:
@@ -587,6 +591,8 @@ class Walker:
         for p in targets:  # static text written to a file that may be run later in the line
             if text is None:
                 st.scripts.pop(p, None)
+                if program not in DOWNLOADERS:  # `base64 -d > f; sh f`: what f holds came from it
+                    st.downloads[p] = program
             else:
                 st.scripts[p] = (st.scripts.get(p, "") if p in appends else "") + text
         if program == "chmod":

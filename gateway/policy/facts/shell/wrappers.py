@@ -275,6 +275,8 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
         out += runs.runs(walker, cmd, program, args, src, st, depth)
     if program in _CODE:
         out += runs.code(walker, cmd, program, args, src, st, depth)
+    if program in runs.PROJECT_TOOLS and st.scripts:
+        out += runs.project_config(walker, cmd, program, args, src, st, depth)
     if program in runs.SSH_LIKE:
         out += runs.ssh_options(walker, cmd, args, src, st, depth)
     fact.build(cmd)
