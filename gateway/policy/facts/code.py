@@ -33,6 +33,8 @@ CALLS: dict[str, dict[str, str]] = {
         "run": "shell", "call": "shell", "check_call": "shell", "check_output": "shell", "Popen": "shell",
         "execv": "argv-after-path", "execvp": "argv-after-path", "execve": "argv-after-path",
         "execl": "args-after-path", "execlp": "args-after-path", "spawnv": "argv-after-mode", "spawnvp": "argv-after-mode",
+        "spawnl": "argv-after-mode", "spawnlp": "argv-after-mode", "spawnle": "argv-after-mode",
+        "spawnlpe": "argv-after-mode",
         "spawn": "shell",
         "eval": "code", "exec": "code", "compile": "code",
         "remove": "delete", "unlink": "delete", "rmdir": "delete", "removedirs": "delete",
@@ -415,6 +417,9 @@ class _Tree:
         root = re.split(r"[.(\[]", text, maxsplit=1)[0]
         if root in MODULES[self.name] or self.modules.get(root, False):
             return True
+        imported = re.match(r"""^(?:__import__|importlib\.import_module|import_module)\(\s*['"]([\w.]+)['"]""", text)
+        if imported and imported.group(1).split(".")[0] in MODULES[self.name]:
+            return True  # `__import__('subprocess').run(...)`
         return "child_process" in text or "'fs'" in text or '"fs"' in text or "fs/promises" in text
 
     def _module(self, n: tree_sitter.Node, modules: tuple[str, ...]) -> bool:
@@ -459,6 +464,8 @@ class _Tree:
             return
         skip = 2 if role == "argv-after-mode" else 1
         nodes = positional[skip:]
+        if role == "argv-after-mode" and len(positional) > 2 and positional[2].type not in ("list", "tuple"):
+            nodes = [positional[1], *positional[3:]]  # `os.spawnlp(mode, file, arg0, arg1, ...)`
         if role != "args-after-path" and nodes and nodes[0].type in ("list", "tuple"):
             nodes = nodes[0].named_children
         words = [self.value(c) for c in nodes]
@@ -862,6 +869,13 @@ class _Script:
             spec = spec.strip()
             if spec.endswith("|") or spec.startswith("|"):
                 self.found.commands.append(spec.strip("|").strip())
+                if spec.startswith("|") and spec.strip("|").split()[:1] in (
+                    ["sh"],
+                    ["bash"],
+                    ["/bin/sh"],
+                    ["/bin/bash"],
+                ):
+                    touch(("exec", None, False))  # `open(P, "|sh"); print P ...`: what it prints runs
             elif spec.startswith((">", "+")):
                 touch(("write", spec.lstrip("+<>").strip(), False))
             else:
@@ -933,6 +947,15 @@ _SCANS.update(
             ("python", re.compile(_EX + r"(?:py3?|python3?|pyx|pythonx)\s+(.*)")),
         ],
         "less": [("shell", re.compile(r"^[^/?]*?(?:!|\|.)(.+)"))],  # `+!cmd`, `+|mcmd`
+        "jvm": [  # groovy, kotlin, scala, jshell: Runtime.exec, ProcessBuilder, "cmd".execute(), Process("cmd").!
+            ("shell", re.compile(r"\.exec\s*\(\s*" + _STRING)),
+            ("shell", re.compile(r"\b(?:ProcessBuilder|Process)\s*\(\s*" + _STRING)),
+            ("shell", re.compile(_STRING + r"\s*\.\s*(?:execute\s*\(|!)")),
+        ],
+        "julia": [
+            ("shell", re.compile(r"\b(?:run|read|success|pipeline)\s*\(\s*`([^`]*)`")),
+            ("delete-recursive", re.compile(r"\brm\s*\(\s*" + _STRING + r"[^)]*recursive\s*=\s*true")),
+        ],
         "gdb": [
             ("shell", re.compile(r"^\s*(?:shell|!)\s*(.*)")),
             ("shell", re.compile(r"^\s*pipe\s+[^|]*\|\s*(.*)")),
@@ -950,6 +973,8 @@ _DYNAMIC_RUN: dict[str, re.Pattern[str]] = {
     "elisp": re.compile(r"\((?:async-)?shell-command|\((?:call|start|make)-process|\(eval\b"),
     "vim": re.compile(r"\bsystem(?:list)?\s*\(|\bexe(?:cute)?\s"),
     "gdb": re.compile(r"\bsystem\s*\("),
+    "jvm": re.compile(r"\.exec\s*\(|\bProcessBuilder\b|\bProcess\s*\(|\.execute\s*\("),
+    "julia": re.compile(r"\b(?:run|read|success|pipeline)\s*\(\s*`"),
 }
 """A running call or eval whose argument is not a literal: ``exec`` unknown."""
 
@@ -989,7 +1014,7 @@ LANGUAGES: dict[str, str] = {"node": "javascript", "nodejs": "javascript", "deno
 def language_of(program: str) -> str | None:
     """The inline-code language of an interpreter program name (``python3.11`` is python)."""
     base = program.rstrip("0123456789.")
-    if base in ("python", "pypy", "python-m"):
+    if base in ("python", "pypy", "python-m", "ipython"):
         return "python"
     if base in LANGUAGES:
         return LANGUAGES[base]
@@ -1000,7 +1025,8 @@ def language_of(program: str) -> str | None:
 
 SCANNED: dict[str, str] = {
     "lua": "lua", "luajit": "lua", "tclsh": "tcl", "wish": "tcl", "expect": "tcl", "rscript": "r",
-    "osascript": "applescript", "emacs": "elisp",
+    "osascript": "applescript", "emacs": "elisp", "groovy": "jvm", "kotlin": "jvm", "kotlinc": "jvm",
+    "scala": "jvm", "jshell": "jvm", "julia": "julia",
 }  # fmt: skip
 """Interpreters read with a lexical scan (:data:`_SCANS`): their inline code (``lua -e``,
 ``expect -c``, ``Rscript -e``, ``osascript -e``, ``emacs --eval``) and their stdin."""

@@ -102,7 +102,7 @@ class RowSpec(BaseModel):
 
 
 CODE_LANGUAGES = frozenset({"python", "javascript", "perl", "ruby", "php", "awk", "lua", "tcl", "r", "applescript",
-                            "elisp", "vim", "less", "gdb", "sed"})  # fmt: skip
+                            "elisp", "vim", "less", "gdb", "sed", "jvm", "julia"})  # fmt: skip
 """Languages :func:`gateway.policy.facts.code.analyze` reads."""
 
 

@@ -35,6 +35,12 @@ INTERPRETERS = frozenset(
         "expect",
         "rscript",
         "luajit",
+        "ipython",
+        "julia",
+        "groovy",
+        "jshell",
+        "kotlin",
+        "scala",
         "osascript",
         "awk",
     }

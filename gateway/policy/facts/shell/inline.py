@@ -42,7 +42,7 @@ def shell_payload(args: list[Word]) -> Word | None:
 
 CODE_LETTERS: dict[str, str] = {
     "shell": "c", "python": "c", "perl": "eE", "ruby": "eE", "php": "r", "lua": "e", "tcl": "c", "r": "e",
-    "applescript": "e",
+    "applescript": "e", "jvm": "e", "julia": "e",
 }  # fmt: skip
 """Per language, the one-letter options whose value (or the rest of their cluster: ``-lc``,
 ``perl -lne``) is inline code."""
@@ -113,11 +113,21 @@ def inline_code(language: str, args: list[Word]) -> Word | None:
                     break
             if hit is not None:
                 rest = body[hit + 1 :]
-                return Word(rest, "1" * len(rest)) if rest else nxt
+                found = Word(rest, "1" * len(rest)) if rest else nxt
+                if language in _EVERY_E and found is not None and not found.dynamic:
+                    more = inline_code(language, args[k + (1 if rest else 2) :])  # `perl -e a -e b`
+                    if more is not None:
+                        text = found.text + "\n" + more.text
+                        return Word(text, "1" * len(text), more.dynamic, more.sources)
+                return found
         elif not t.startswith("-"):
             return None  # a script file
         k += 1
     return None
+
+
+_EVERY_E = frozenset({"perl", "ruby", "lua", "applescript", "r"})
+"""Languages that run every ``-e`` given, in order (``perl -le 'print 1' -e 'system(...)'``)."""
 
 
 def has_inline_code(program: str, args: list[str]) -> bool:
