@@ -381,9 +381,9 @@ class _Tree:
             second = self.value(positional[1]) if len(positional) > 1 else UNKNOWN
             touch(("read", first, name in ("copytree", "cpSync", "cp")))
             touch(("write", second, False))
-        elif role == "move":
+        elif role == "move":  # a directory moves away whole, as `mv` does
             second = self.value(positional[1]) if len(positional) > 1 else UNKNOWN
-            touch(("delete", first, False))
+            touch(("delete", first, True))
             touch(("write", second, False))
         elif role in ("url", "url-send"):
             if first is not None and "://" in first:
@@ -834,7 +834,7 @@ class _Script:
         elif role in ("copy", "move") and len(args) > 1:
             src, dst = self.value(args[0]), self.value(args[1])
             if src is not None:
-                touch(("read" if role == "copy" else "delete", src, name.endswith("cp_r")))
+                touch(("read" if role == "copy" else "delete", src, role == "move" or name.endswith("cp_r")))
             if dst is not None:
                 touch(("write", dst, False))
         elif role in ("url", "url-send") and args:

@@ -377,8 +377,17 @@ def _table_effects(
         selectors = [role] if isinstance(role, str) else role or []
         if not selectors or selectors == ["none"]:
             continue
-        if "always-cwd" in selectors:
-            out.append(effect(kind, program, via, path=cwd, recursive=True, certainty="bounded" if cwd else "unknown"))
+        if "always-cwd" in selectors:  # `git clean -fdx [PATHSPEC...]`, in `git -C DIR`'s directory
+            here = _git_dir(fact, cwd, home) if program == "git" else cwd
+            specs = [w for w in operand_words if not w.text.startswith("-")]
+            if specs:
+                for w in specs:
+                    out += [e | {"certainty": "bounded" if e["certainty"] == "exact" else e["certainty"]}
+                            for e in of_path(kind, program, via, w, here, home, True, lost)]  # fmt: skip
+                continue
+            out.append(
+                effect(kind, program, via, path=here, recursive=True, certainty="bounded" if here else "unknown")
+            )
             continue
         chosen = [w for selector in selectors for w in select(selector, operand_words, argw, parsed)]
         if "plus-operands" in spec.code:  # `vim +42 f`: `+42` is a command, not a file
@@ -413,6 +422,20 @@ def _table_effects(
 
 
 _RECURSIVE = frozenset({"-r", "-R", "--recursive"})
+
+
+def _git_dir(fact: dict[str, Any], cwd: str, home: str) -> str:
+    """The directory a git command works in: ``git -C DIR`` (each one relative to the last)."""
+    args: list[str] = fact["args"]
+    here = cwd
+    for k, a in enumerate(args):
+        if a == "-C" and k + 1 < len(args):
+            here = pathmod.normalize(args[k + 1], here, home, shell=True)
+        elif not a.startswith("-") and (k == 0 or args[k - 1] not in ("-C", "-c")):
+            break
+    return here
+
+
 _PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "sed", "gsed", "awk", "gawk",
                             "mawk", "nawk"})  # fmt: skip
 _PATTERN_OPTIONS = ("-e", "-f", "--regexp", "--file", "--expression")

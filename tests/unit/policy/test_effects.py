@@ -92,6 +92,8 @@ ROW_EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("rsync -a --remove-source-files out/ /tmp/x/", {"kind": "delete", "path": "/home/ana/app/out", "recursive": True}),
     ("tar -cf /tmp/x.tar --remove-files ~", {"kind": "delete", "path": "/home/ana", "recursive": True}),
     ("zip -rm /tmp/x.zip ~", {"kind": "delete", "path": "/home/ana", "recursive": True}),
+    ("7z a -sdel /tmp/x.7z ~", {"kind": "delete", "path": "/home/ana", "recursive": True}),
+    ("mv -t /tmp ~", {"kind": "delete", "path": "/home/ana", "recursive": True}),
     ("sed -i s/a/b/ config.ini", {"kind": "write", "path": "/home/ana/app/config.ini"}),
     ("grep -r TODO src", {"kind": "read", "path": "/home/ana/app/src", "recursive": True}),
     ("git diff --no-index /dev/null .env", {"kind": "read", "path": "/home/ana/app/.env"}),
