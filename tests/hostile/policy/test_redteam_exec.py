@@ -101,6 +101,8 @@ ATTACKS: list[tuple[str, str | tuple[str, dict[str, Any]]]] = [
     ("git-runs", "GIT_EXEC_PATH=/tmp/x git pull"),
     ("git-runs", "git clone --template=/tmp/t https://x.example/r.git"),
     ("git-runs", "git config --file ~/.gitconfig core.pager 'rm -rf ~'"),
+    ("git-runs", "git -c include.path=/tmp/evil.cfg log"),
+    ("git-runs", "GIT_CONFIG_GLOBAL=/tmp/g git log"),
     # ---- deferred and remote wrappers ---------------------------------------------------------
     ("wrappers", "ssh -t host sudo rm -rf /"),
     ("wrappers", "(sleep 60; rm -rf ~) &"),
@@ -359,6 +361,7 @@ BENIGN: list[tuple[str, str | tuple[str, dict[str, Any]]]] = [
     ("git-runs", "git -c core.hooksPath=.githooks commit -m x"),
     ("git-runs", "git config user.name ana"),
     ("git-runs", "git config --global init.defaultBranch main"),
+    ("git-runs", "GIT_CONFIG_GLOBAL=/dev/null git -c include.path=.gitconfig.local log"),
     ("wrappers", "ssh host ls"),
     ("wrappers", "docker run -v $PWD:/src alpine ls /src"),
     ("wrappers", "docker run -v /tmp/x:/data alpine rm -rf /data/cache"),

@@ -92,8 +92,9 @@ _GIT_ENV = (
 )
 """Environment variables whose value is a command git runs (``EDITOR``, ``VISUAL`` and ``PAGER``
 when git's own are not set)."""
-_GIT_DIR_ENV = ("GIT_EXEC_PATH", "GIT_TEMPLATE_DIR")
-"""Environment variables naming a directory git runs programs from (``git-*``, template hooks)."""
+_GIT_DIR_ENV = ("GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG")
+"""Environment variables naming a directory git runs programs from (``git-*``, template hooks) or
+a configuration file it reads (whose commands the line does not show)."""
 _GIT_COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "filter-branch": ("--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
                       "--msg-filter", "--commit-filter", "--tag-name-filter"),
@@ -319,7 +320,9 @@ def git_runs(walker: Walker, cmd: Command, args: list[Word], src: bytes, st: Sta
             config[name.lower()] = Word(raw, "1" * len(raw), True)
     scripts: list[Word] = []
     for key, value in config.items():
-        if key in ("core.hookspath", "init.templatedir"):
+        if key in ("core.hookspath", "init.templatedir", "include.path") or (
+            key.startswith("includeif.") and key.endswith(".path")
+        ):  # directories whose programs run, and configuration files read in (their commands unseen)
             scripts += _hooks(cmd, value)
             continue
         if key == "(unknown)" or (value.dynamic and _GIT_RUN_KEYS.match(key)):
@@ -385,7 +388,7 @@ def git_runs(walker: Walker, cmd: Command, args: list[Word], src: bytes, st: Sta
     return out
 
 
-_NO_HOOKS = frozenset({"", "/dev/null", "nul"})
+_NO_HOOKS = frozenset({"", "/dev/null", "nul", "/etc/gitconfig", "~/.gitconfig"})
 
 
 def _hooks(cmd: Command, value: Word) -> list[Word]:
