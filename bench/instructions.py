@@ -16,6 +16,12 @@ order, renamed anew (``--seed``; the order is fixed, so runs count the same call
 ``--by-object`` also prints, per scenario, the share of the instructions spent in each shared
 object (the CPython interpreter, orjson, jsonschema-rs, llhttp, uvloop, libc): whether the cost
 is the gateway's own Python or the libraries it calls.
+
+``--stages`` (with S8 in ``--only``) splits an S8 decision into its stages, counted in process
+(:mod:`bench.stages`: each stage run twice under callgrind, with 0 and with ``--n`` calls, the
+difference divided by ``--n``): deriving the facts, the rest of the decision (front end, routing,
+the local backend's index and CEL, settlement), the telemetry, and the HTTP server (the live count
+less the in-process one); with ``--by-object``, each stage's shares too.
 """
 
 from __future__ import annotations
@@ -178,6 +184,68 @@ def measure(key: str, n: int, workdir: Path, mix: realmix.Mix | None = None, war
         procs.stop_all()
 
 
+STAGE_ROWS = (
+    ("facts", "facts: the shell walk (tree-sitter), the program table, the effects"),
+    ("decision", "the rest of the decision: front end, routing, memo, rule index, CEL, settlement"),
+    ("logged", "telemetry: the decision log and metrics"),
+)
+
+
+def _stage_count(stage: str, n: int, seed: int, workdir: Path) -> tuple[int, dict[str, int]]:
+    """Instructions (and their split by object) of one ``bench.stages`` run."""
+    out = workdir / f"cg.stage.{stage}.{n}"
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "bench.stages"]
+        + [stage, str(n), str(seed)],
+        check=True,
+        capture_output=True,
+    )
+    return _total(out), by_object(out)
+
+
+def stages(n: int, seed: int, workdir: Path) -> dict[str, tuple[float, dict[str, float]]]:
+    """Per stage of :data:`STAGE_ROWS`: its own instructions per call (each stage less the one
+    before it) and their split by shared object."""
+    from bench.stages import PREPARED
+
+    n = min(n, PREPARED)
+    cumulative: dict[str, tuple[float, dict[str, float]]] = {}
+    for stage, _ in STAGE_ROWS:
+        (empty, empty_objects), (full, full_objects) = (_stage_count(stage, k, seed, workdir) for k in (0, n))
+        objects = {k: (full_objects.get(k, 0) - empty_objects.get(k, 0)) / n for k in full_objects}
+        cumulative[stage] = ((full - empty) / n, objects)
+    own: dict[str, tuple[float, dict[str, float]]] = {}
+    before: tuple[float, dict[str, float]] = (0.0, {})
+    for stage, _ in STAGE_ROWS:
+        total, objects = cumulative[stage]
+        own[stage] = (total - before[0], {k: v - before[1].get(k, 0.0) for k, v in objects.items()})
+        before = cumulative[stage]
+    return own
+
+
+def _print_stages(own: dict[str, tuple[float, dict[str, float]]], live: float | None, by_objects: bool) -> None:
+    rows = [(label, own[stage][0]) for stage, label in STAGE_ROWS]
+    inside = sum(value for _, value in rows)
+    if live is not None:
+        rows.append(
+            ("HTTP server: the listener, the request's bytes and the answer's (live S8 less the above)", live - inside)
+        )
+    total = live if live is not None else inside
+    print("\nS8 by stage (instructions per call)\n| Stage | Instructions | Share |\n|---|---:|---:|")
+    for label, value in rows:
+        print(f"| {label} | {value:,.0f} | {100 * value / total:.1f} % |")
+    if by_objects:
+        for stage, _label in STAGE_ROWS:
+            objects = own[stage][1]
+            whole = sum(v for v in objects.values() if v > 0) or 1
+            parts = ", ".join(
+                f"{Path(k).name} {100 * v / whole:.0f} %"
+                for k, v in sorted(objects.items(), key=lambda x: -x[1])
+                if v / whole >= 0.01
+            )
+            print(f"- {stage}: {parts}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="S2,S7", help="comma-separated gateway scenarios (default S2,S7)")
@@ -185,6 +253,7 @@ def main() -> None:
     parser.add_argument("--by-object", action="store_true", help="the share of each shared object, per scenario")
     parser.add_argument("--seed", type=int, help="S8: the seed of the path renaming (default: random, printed)")
     parser.add_argument("--warm", type=int, default=WARM, help=f"warm-up requests before counting (default {WARM})")
+    parser.add_argument("--stages", action="store_true", help="S8: the split of a decision by stage, in process")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (with callgrind_control) is needed")
@@ -197,9 +266,12 @@ def main() -> None:
             raise SystemExit(str(exc)) from None
         mix = realmix.Mix(cases, args.seed if args.seed is not None else realmix.new_seed())
         print(f"S8: {len(cases):,} real tool calls, the first {args.n:,} of the replay order counted, seed {mix.seed}")
+    if args.stages and (mix is None or "S8" not in keys):
+        raise SystemExit("--stages needs S8 in --only")
     with tempfile.TemporaryDirectory() as tmp:
         measured = {key: measure(key, args.n, Path(tmp), mix, max(args.warm, CONNECTIONS)) for key in keys}
         shares = {key: by_object(dump) for key, (_, dump) in measured.items()} if args.by_object else {}
+        split = stages(args.n, mix.seed, Path(tmp)) if args.stages and mix is not None else None
     base = measured[keys[0]][0]
     print("| Scenario | Instructions per request | × " + keys[0] + " |\n|---|---:|---:|")
     for key, (value, _) in measured.items():
@@ -210,6 +282,8 @@ def main() -> None:
         for name, count in sorted(spent.items(), key=lambda item: -item[1]):
             if count / total >= 0.002:
                 print(f"| {Path(name).name} | {100 * count / total:.1f} % |")
+    if split is not None:
+        _print_stages(split, measured["S8"][0], args.by_object)
 
 
 if __name__ == "__main__":

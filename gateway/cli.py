@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 # argparse, logging, pathlib and the config stack are imported where used: `hook` must start fast.
 
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+PORT_ENV = "AHP_GATEWAY_PORT"
+ADMIN_PORT_ENV = "AHP_GATEWAY_ADMIN_PORT"
+"""Ports for ``serve`` when no flag gives one: a pasted ``ahp-gateway serve`` can move off a busy port
+without editing the command (the manual's commands are run as written in tests this way)."""
 
 
 def _print_issues(issues: Sequence[Issue], stream: object = sys.stderr) -> None:
@@ -84,10 +88,26 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_or_env(flag: int | None, name: str) -> int | None:
+    import os
+
+    if flag is not None or not (raw := os.environ.get(name, "").strip()):
+        return flag
+    if not raw.isdigit() or int(raw) > 65535:
+        raise ValueError(f"${name} must be a port number from 0 to 65535, not {raw!r}")
+    return int(raw)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    try:
+        args.port = _port_or_env(args.port, PORT_ENV)
+        args.admin_port = _port_or_env(args.admin_port, ADMIN_PORT_ENV)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     loaded = _load_or_exit(args.config)
     if loaded.config.log.format == "json":  # the supervisor's lines too, not only the workers'
         from gateway.logformat import configure
@@ -232,45 +252,83 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="ahp-gateway", description="Policy-as-code reverse proxy for AHP.")
+    parser = argparse.ArgumentParser(
+        prog="ahp-gateway",
+        description="Policy-as-code reverse proxy for AHP. --log-level is accepted before or after the "
+        "subcommand, in any case.",
+    )
     parser.add_argument("--version", action="version", version=f"ahp-gateway {gateway.__version__}")
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="the gateway's own log (any case)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     # --log-level is also accepted after the subcommand (it only overrides when given there)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-level", default=argparse.SUPPRESS, type=str.upper, choices=LOG_LEVELS)
+    common.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="also accepted after the subcommand (default: INFO)",
+    )
 
-    serve = sub.add_parser("serve", help="run the gateway", parents=[common])
+    serve = sub.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Run the gateway. Without --config it serves the bundled default configuration (one local "
+        "CEL policy backend with the policies/ library, no external upstream) and says so at startup.",
+        epilog="Signals: SIGHUP reloads the configuration; SIGTERM drains gracefully; SIGINT stops without the "
+        "drain delay. With --workers N a worker that exits unexpectedly is restarted after 0.5 s, doubling with "
+        "each recent crash of that worker up to 30 s; 5 crashes within 60 s stop the supervisor with exit status "
+        "1, so the orchestrator sees the crash loop (Kubernetes CrashLoopBackOff) instead of a pod that restarts "
+        "workers forever.",
+        parents=[common],
+    )
     serve.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     serve.add_argument("--host", help="override listen.host")
-    serve.add_argument("--port", type=int, help="override listen.port")
-    serve.add_argument("--admin-port", type=int, help="override admin.port")
+    serve.add_argument("--port", type=int, help=f"override listen.port (else ${PORT_ENV}, else the configuration)")
+    serve.add_argument(
+        "--admin-port", type=int, help=f"override admin.port (else ${ADMIN_PORT_ENV}, else the configuration)"
+    )
     serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (SO_REUSEPORT)")
     serve.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
     stdio = sub.add_parser(
-        "stdio", help="serve AHP over stdin/stdout (one stdio backend for a harness)", parents=[common]
+        "stdio",
+        help="serve AHP over stdin/stdout (one stdio backend for a harness)",
+        description="Serve AHP over stdin/stdout as one stdio backend of a harness (see the manual's stdio page).",
+        parents=[common],
     )
     stdio.add_argument("--config", help="gateway.yaml or .json (default: the bundled default)")
     stdio.add_argument("--admin-port", type=int, help="also serve /healthz /readyz /metrics on this port")
     stdio.add_argument("--per-event", action="store_true", help="serve one message, then exit (no EOF needed)")
     stdio.set_defaults(func=cmd_stdio)
 
-    check = sub.add_parser("check", help="validate a configuration and print the chain per event", parents=[common])
+    check = sub.add_parser(
+        "check",
+        help="validate a configuration and print the chain per event",
+        description="Validate a configuration: exit 0 and a one-screen summary of the chain per event, or exit 1 "
+        "with every error (file, line, JSON path, reason). --format json prints ok, every error and warning, the "
+        "chains per event and the registration to use. With --config - relative paths are read from the working "
+        "directory.",
+        parents=[common],
+    )
     check.add_argument("--config", required=True, help="gateway.yaml or .json; - reads it from stdin")
-    check.add_argument("--format", choices=["text", "json"], default="text")
+    check.add_argument("--format", choices=["text", "json"], default="text", help="json: one document for scripts")
     check.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
     check.set_defaults(func=cmd_check)
 
     explain = sub.add_parser(
         "explain",
         help="show routing, rule results and effects for one event",
-        description="Show routing, rule results and effects for one event. An event type AHP does not define is "
-        "reported on stderr with the closest known type, and the exit status is 1.",
+        description="Show routing, the `when` values, local rule results and the local effect list for one event, "
+        "without calling upstreams; --call also calls them and shows every answer and the collapsed result. An "
+        "event type AHP does not define is reported on stderr with the closest known type, and the exit status "
+        "is 1.",
         parents=[common],
     )
-    explain.add_argument("--config", required=True)
+    explain.add_argument("--config", required=True, help="gateway.yaml or .json")
     explain.add_argument("--event", required=True, help="JSON: an event (partial allowed) or an intercept request")
     explain.add_argument("--capabilities", help="JSON capabilities (default: the request's or the event's bound)")
     explain.add_argument("--call", action="store_true", help="also call the real upstreams")
@@ -285,26 +343,56 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy = sub.add_parser("policy", help="policy-as-code tools", parents=[common])
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
-    ptest = policy_sub.add_parser("test", help="run the tests: of policy files", parents=[common])
+    ptest = policy_sub.add_parser(
+        "test",
+        help="run the tests: of policy files",
+        description="Run the tests: of policy files like `opa test`: N passed, M failed, a diff per failure, "
+        "exit 1 on failure. --format json reports every test with the rules it fired.",
+        parents=[common],
+    )
     ptest.add_argument("paths", nargs="*", help="policy files or directories (default: policies/)")
     ptest.add_argument("-v", "--verbose", action="store_true", help="also list passing tests")
     ptest.add_argument("--run", metavar="PATTERN", help="only tests whose name matches this regular expression")
-    ptest.add_argument("--format", choices=["text", "json"], default="text")
+    ptest.add_argument("--format", choices=["text", "json"], default="text", help="json: one document for scripts")
     ptest.add_argument("--coverage", action="store_true", help="list every rule that no test makes fire")
     ptest.add_argument("--fail-under", type=float, metavar="N", help="exit 1 when under N %% of the rules fire")
     ptest.set_defaults(func=cmd_policy_test)
 
-    replay = sub.add_parser("replay", help="re-decide recorded events with a new configuration", parents=[common])
+    replay = sub.add_parser(
+        "replay",
+        help="re-decide recorded events with a new configuration",
+        description="Re-decide recorded intercepts with a new configuration: a table of the events whose outcome "
+        "changes (old -> new, deny code, deciding upstream and rule), a summary line, exit 1 when anything "
+        "changed. The events come from a log.capture file (off by default and SENSITIVE: it holds full events, is "
+        "created owner-only, rotated at captureMaxBytes keeping captureFiles files, and never holds credential "
+        "headers) or from a decision log written with includeContent: true. The old outcome is the recorded "
+        "answer, or the --baseline configuration's. Local policies run for real; remote upstreams only with "
+        "--call (otherwise they are assumed to answer no effect, and counted).",
+        parents=[common],
+    )
     replay.add_argument("--config", required=True, help="the new gateway.yaml")
     replay.add_argument("--events", required=True, help="log.capture file, or a decision log with includeContent")
     replay.add_argument("--baseline", metavar="OLD.yaml", help="decide the old outcome with this configuration")
     replay.add_argument("--call", action="store_true", help="also call remote upstreams (default: assume no effect)")
-    replay.add_argument("--format", choices=["text", "json"], default="text")
+    replay.add_argument("--format", choices=["text", "json"], default="text", help="json: one document for scripts")
     replay.add_argument("--all", action="store_true", help="list unchanged events too")
     replay.set_defaults(func=cmd_replay)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of a file kind (for editors)", parents=[common])
-    schema.add_argument("--kind", choices=["config", "policy", "registration"], default="config")
+    schema = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a file kind (for editors)",
+        description="Print the JSON Schema (2020-12) of gateway.yaml (default), of policy files or of registration "
+        "documents, generated from the validating models, for editor completion and validation (e.g. "
+        "`# yaml-language-server: $schema=gateway.schema.json`). It is stricter than the loader in one way: "
+        "unknown keys are errors.",
+        parents=[common],
+    )
+    schema.add_argument(
+        "--kind",
+        choices=["config", "policy", "registration"],
+        default="config",
+        help="gateway.yaml, a policy file or a registration document",
+    )
     schema.set_defaults(func=cmd_schema)
     return parser
 

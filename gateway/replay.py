@@ -61,6 +61,10 @@ class Verdict:
     def label(self) -> str:
         return self.outcome + (f" ({self.code})" if self.code else "")
 
+    def as_json(self) -> dict[str, Any]:
+        """camelCase, like the configuration and every other JSON output of the CLI."""
+        return {"outcome": self.outcome, "code": self.code, "effects": list(self.effects), "decidedBy": self.decided_by}
+
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
@@ -321,8 +325,8 @@ def _row(recorded: Recorded, old: Verdict, new: Verdict) -> dict[str, Any]:
         "event": event.get("id"),
         "type": event.get("type"),
         "tool": tool.get("name") if tool else None,
-        "old": dataclasses.asdict(old),
-        "new": dataclasses.asdict(new),
+        "old": old.as_json(),
+        "new": new.as_json(),
         "changed": old.key != new.key,
     }
 

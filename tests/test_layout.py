@@ -1,4 +1,4 @@
-"""The tests' own layout (see README, Development): helpers come from tests/support/, never conftest."""
+"""The tests' own layout (see docs/design/development.md): helpers come from tests/support/, never conftest."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def test_no_test_file_imports_a_conftest() -> None:
     assert offenders == []
 
 
-AREAS = {"unit", "binding", "e2e", "hostile", "bench", "deploy", "observability", "harnesses"}
-"""Where a test file may live (README, Development); tests/test_layout.py is the one file at the top."""
+AREAS = {"unit", "binding", "e2e", "hostile", "bench", "deploy", "observability", "harnesses", "docs"}
+"""Where a test file may live (docs/design/development.md); tests/test_layout.py is the one file at the top."""
 
 
 def test_every_test_file_sits_in_an_agreed_directory() -> None:

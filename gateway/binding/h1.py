@@ -2,23 +2,29 @@
 
 :class:`Reader` takes the bytes of one connection (:meth:`Reader.feed`) and returns what they
 amount to (:meth:`Reader.next_event`): :data:`NEED_DATA`, a :class:`Head` whose body is still on
-its way, a whole :class:`Request`, a :class:`Skipped` body, or :class:`HandOff` — this request is
-not the fast lane's, and it and every later byte belong to the general HTTP server. It serves only
+its way, a whole :class:`Request`, a :class:`Skipped` body, :class:`Malformed` — the head is not
+HTTP/1.1: answer 400 and close — or :class:`HandOff` — this request is valid but not the fast
+lane's, and it and every later byte belong to the general HTTP server. It serves only
 ``POST <path>`` with ``Content-Type: application/json`` (and, if asked, ``POST /native/<harness>``
 with at most an ``event`` parameter), one exact ``Content-Length`` within ``maxBodyBytes``, no
 content or transfer coding, no ``Expect`` or ``Upgrade``, HTTP/1.1, a ``Host``.
 
-Why a hand-off stays exact: llhttp accepts only CRLF line endings (no bare LF, no folding, no
-duplicate ``Content-Length``), so the first ``CRLFCRLF`` ends the head llhttp parsed and the body
-is exactly ``Content-Length`` bytes after it. Whatever the general server might refuse (a repeated
-header, no ``Host``, an upgrade, fields near its limits, a head over :data:`MAX_HEAD`) is handed
-off, so the fast lane never serves a request the general server would refuse. A request is read
-only to its head before it is judged, so a handed-off request is still whole in the buffer.
+Every head is read by llhttp first (an incomplete one as its bytes come, so garbage is refused at
+once): what llhttp refuses — a bad token or byte, a bare LF, folding, two ``Content-Length``, a
+``Content-Length`` beside ``Transfer-Encoding`` — is :class:`Malformed`, answered here with
+:data:`gateway.binding.rules.MALFORMED`, so the general server is only ever handed whole heads
+llhttp accepted. Why a hand-off stays exact: llhttp accepts only CRLF line endings, so the first
+``CRLFCRLF`` ends the head it parsed and the body is exactly ``Content-Length`` bytes after it.
+Whatever the general server might refuse although llhttp accepts it (a repeated header, no
+``Host``, an upgrade, fields near its limits, a head over :data:`MAX_HEAD`) is handed off, so the
+fast lane never serves a request the general server would refuse. A request is read only to its
+head before it is judged, so a handed-off request is still whole in the buffer.
 """
 
 from __future__ import annotations
 
 import email.utils
+import operator
 import re
 import time
 from dataclasses import dataclass
@@ -27,7 +33,7 @@ from typing import Final
 import httptools
 from multidict import CIMultiDict
 
-from gateway.binding.rules import JSON, Serve, judge, media_type
+from gateway.binding.rules import JSON, MALFORMED, Refuse, Serve, judge, media_type
 
 MAX_HEAD = 16384
 """A head longer than this is handed off (the general server applies its own limits)."""
@@ -38,9 +44,8 @@ limits (128 lines, 8190 bytes a field): every answer to such a head is then aioh
 _END = b"\r\n\r\n"
 _HANDS_OFF = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade", "sec-websocket-key1"})
 """Headers whose presence hands a request off (the general server implements or refuses them)."""
-_OWS = b" \t"
 _NO_CODING: Final[tuple[str, ...]] = ()
-_NATIVE = re.compile(rb"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
+_NATIVE = re.compile(r"/native/([a-z0-9][a-z0-9-]{0,39})(?:\?event=([A-Za-z0-9_.-]{1,64}))?")
 """The native targets read here: anything else (percent-encoding, other parameters) is handed off."""
 
 
@@ -105,46 +110,37 @@ class HandOff:
     data: bytes
 
 
-Event = NeedData | Head | Request | Skipped | HandOff
+@dataclass(slots=True)
+class Malformed:
+    """The head is not HTTP/1.1 (llhttp refuses it: bad tokens or bytes, folding, bare LF, a
+    smuggling pair of framing headers, ...): answer ``refusal`` (400) and close. The reader is
+    done; no byte of it reaches the general server."""
+
+    refusal: Refuse
+    reason: str
+    """llhttp's error class, for the DEBUG log (never the bytes)."""
+
+
+Event = NeedData | Head | Request | Skipped | HandOff | Malformed
+
+
+class _Quiet:
+    """No callbacks: llhttp only validates."""
+
+    __slots__ = ()
 
 
 class _Head:
-    """llhttp callbacks for one request head, judging each header as it is parsed: ``refused``
-    once anything in it is the general server's to answer."""
+    """llhttp callbacks for one request head. llhttp validates the head (tokens, value bytes,
+    CRLF only, no folding, the request line); the fields are then read from the validated bytes
+    in C (:data:`_FIELD`), not by a Python callback per header line."""
 
-    __slots__ = ("complete", "content_type", "headers", "keep_alive", "length", "native", "parser", "refused", "url")
+    __slots__ = ("complete", "keep_alive", "parser")
 
     def __init__(self) -> None:
-        self.url = b""
-        self.native: Native | None = None
-        self.headers: CIMultiDict[str] = CIMultiDict()
-        self.complete = self.keep_alive = self.refused = False
-        self.length = -1
-        self.content_type = ""
+        self.complete = self.keep_alive = False
         self.parser: httptools.HttpRequestParser | None = None
         """Set while a head is fed (and cleared after, so the two do not form a cycle)."""
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) > MAX_FIELD or len(value) > MAX_FIELD or len(self.headers) >= MAX_FIELDS:
-            self.refused = True
-            return
-        key = name.decode("latin-1")
-        lower = key.lower()
-        if lower in _HANDS_OFF or lower in self.headers:
-            self.refused = True
-            return
-        text = value.strip(_OWS).decode("utf-8", "surrogateescape")  # RFC 9110 §5.5, as aiohttp
-        if lower == "content-length":
-            if not (text.isascii() and text.isdigit()):
-                self.refused = True
-                return
-            self.length = int(text)
-        elif lower == "content-type":
-            self.content_type = text
-        self.headers.add(key, text)
 
     def on_headers_complete(self) -> None:
         self.complete = True
@@ -152,39 +148,81 @@ class _Head:
         self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
 
 
-def read_head(head: bytes, target: bytes, limit: int, native: bool = False) -> _Head | None:
-    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or None;
+@dataclass(slots=True)
+class Parsed:
+    """A fast-lane request head, read and judged."""
+
+    headers: CIMultiDict[str]
+    length: int
+    keep_alive: bool
+    native: Native | None = None
+
+
+_FIELD = re.compile(r"([^:\r\n]+):[ \t]*((?:[^\r\n]*[^ \t\r\n])?)[ \t]*\r\n")
+"""One header line of a head llhttp accepted: name, and value without its surrounding OWS
+(RFC 9110 §5.5, as aiohttp). Linear: the value ends at the last byte that is not OWS."""
+_NAME = operator.itemgetter(0)
+_VERSION = " HTTP/1.1"
+
+
+def read_head(head: bytes, target: str, limit: int, native: bool = False) -> Parsed | Malformed | None:
+    """The parsed head of a fast-lane request (``head`` through its ``CRLFCRLF``), or
+    :class:`Malformed`, or None (a valid head that is not the fast lane's: hand it off);
     ``native``: ``POST /native/<harness>`` is read too."""
     parsed = _Head()
     parser = parsed.parser = httptools.HttpRequestParser(parsed)
     try:
         parser.feed_data(head)
-    except (httptools.HttpParserError, httptools.HttpParserUpgrade):
-        return None  # the general server answers 400 for it, or serves the upgrade request
+    except httptools.HttpParserUpgrade:
+        return None  # the general server serves the upgrade request (or refuses it)
+    except httptools.HttpParserError as exc:
+        return Malformed(MALFORMED, type(exc).__name__)
     finally:
         parsed.parser = None
+    lines = head.count(b"\r\n") - 2  # header lines: llhttp accepted no bare LF and no folding
+    if not parsed.complete or not head.startswith(b"POST ") or lines > MAX_FIELDS:
+        return None  # another method, or more header lines than the fast lane reads
+    text = head.decode("utf-8", "surrogateescape")  # values as aiohttp decodes them; names are ASCII tokens
+    line_end = text.find("\r\n")
+    if not text.endswith(_VERSION, 0, line_end):
+        return None
+    fields = _FIELD.findall(text, line_end + 2)
+    names = set(map(str.lower, map(_NAME, fields)))
     if (
-        parsed.refused
-        or not parsed.complete
-        or parser.get_http_version() != "1.1"
-        or "host" not in parsed.headers  # 400 from the general server (RFC 9112 §3.2)
-        or parsed.length < 0
+        len(fields) != lines  # every line one field, or the general server decides
+        or len(names) != lines  # a repeated header: the general server decides
+        or not _HANDS_OFF.isdisjoint(names)
+        or "host" not in names  # 400 from the general server (RFC 9112 §3.2)
+        or (len(head) > MAX_FIELD and _too_long(fields))
     ):
         return None
+    headers: CIMultiDict[str] = CIMultiDict(fields)
+    length_text = headers.get("content-length")
+    if length_text is None or not (length_text.isascii() and length_text.isdigit()):
+        return None
+    length = int(length_text)
+    content_type = headers.get("content-type", "")
+    media: str | None = JSON if content_type == JSON else media_type(content_type)  # JSON only, on both paths
+    url = text[5 : line_end - len(_VERSION)]
+    found: Native | None = None
+    if url != target:
+        matched = _NATIVE.fullmatch(url) if native else None
+        if matched is None:
+            return None
+        found = Native(matched.group(1), matched.group(2))
     # The binding rules; a refusal is the general server's to answer, after authentication.
-    if parsed.url == target:
-        content_type = parsed.content_type
-        media: str | None = JSON if content_type == JSON else media_type(content_type)
-    elif native and (found := _NATIVE.fullmatch(parsed.url)) is not None:
-        event = found.group(2)
-        parsed.native = Native(found.group(1).decode(), event.decode() if event is not None else None)
-        content_type = parsed.content_type
-        media = JSON if content_type == JSON else media_type(content_type)  # JSON only, as on the AHP path
-    else:
+    if not isinstance(judge(media, length, _NO_CODING, limit), Serve):
         return None
-    if not isinstance(judge(media, parsed.length, _NO_CODING, limit), Serve):
-        return None
-    return parsed
+    return Parsed(headers, length, parsed.keep_alive, found)
+
+
+def _too_long(fields: list[tuple[str, str]]) -> bool:
+    """A header name or value longer than :data:`MAX_FIELD` bytes (only a long head can have one)."""
+    return any(
+        len(name.encode("utf-8", "surrogateescape")) > MAX_FIELD
+        or len(value.encode("utf-8", "surrogateescape")) > MAX_FIELD
+        for name, value in fields
+    )
 
 
 class Reader:
@@ -198,14 +236,18 @@ class Reader:
         "_keep_alive",
         "_native",
         "_need",
+        "_probe",
+        "_probed",
         "_skip",
         "handed_off",
         "native",
+        "refused",
         "target",
     )
 
     def __init__(self, target: bytes, native: bool = False) -> None:
-        self.target = target
+        self.target = target.decode("utf-8", "surrogateescape")
+        """As the head's text is decoded (:func:`read_head`): equal exactly when the bytes are."""
         self.native = native
         """Read ``POST /native/<harness>`` too."""
         self._native: Native | None = None
@@ -217,6 +259,11 @@ class Reader:
         self._keep_alive = True
         self._skip = False
         self.handed_off = False
+        self.refused = False
+        """A malformed head was answered: the reader is done."""
+        self._probe: httptools.HttpRequestParser | None = None
+        """llhttp over the head being received, while it is incomplete (:meth:`_probe_head`)."""
+        self._probed = 0
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -251,17 +298,22 @@ class Reader:
         buf = self._buf
         if self.handed_off:
             return self._hand_off()
+        if self.refused:
+            del buf[:]  # after a malformed head nothing is read (the connection is closing)
+            return NEED_DATA
         if self._need < 0:
-            if len(buf) >= 5 and buf[:5] != b"POST ":
-                return self._hand_off()
             end = buf.find(_END, 0, MAX_HEAD + 4)
             if end < 0:
-                if len(buf) >= MAX_HEAD + 4 or buf.count(b"\n") != buf.count(b"\r\n"):
-                    return self._hand_off()  # too long, or a bare LF: the general server decides at once
-                return NEED_DATA
+                if len(buf) >= MAX_HEAD + 4:
+                    return self._hand_off()  # too long: the general server's own limits decide
+                return self._probe_head()
+            self._probe = None
             parsed = read_head(bytes(buf[: end + 4]), self.target, limit, self.native)
             if parsed is None:
                 return self._hand_off()
+            if type(parsed) is Malformed:
+                return self._refuse(parsed)
+            assert isinstance(parsed, Parsed)
             self._head_len = end + 4
             self._need = parsed.length
             self._headers = parsed.headers
@@ -289,6 +341,29 @@ class Reader:
         body = bytes(buf[self._head_len : total])
         del buf[:total]
         return Request(headers, body, self._keep_alive, self._native)
+
+    def _probe_head(self) -> NeedData | Malformed:
+        """A head still incomplete: what came of it so far is fed to llhttp once (each byte only
+        once, whatever the segmentation), so a malformed head — garbage, a bare LF, a bad token,
+        another protocol — is refused as soon as it shows, not at the header timeout."""
+        probe = self._probe
+        if probe is None:
+            probe = self._probe = httptools.HttpRequestParser(_Quiet())
+            self._probed = 0
+        try:
+            probe.feed_data(bytes(self._buf[self._probed :]))
+        except httptools.HttpParserUpgrade:  # pragma: no cover - needs a complete head
+            pass
+        except httptools.HttpParserError as exc:
+            return self._refuse(Malformed(MALFORMED, type(exc).__name__))
+        self._probed = len(self._buf)
+        return NEED_DATA
+
+    def _refuse(self, malformed: Malformed) -> Malformed:
+        self.refused = True
+        self._probe = None
+        del self._buf[:]
+        return malformed
 
     def _hand_off(self) -> HandOff:
         self.handed_off = True

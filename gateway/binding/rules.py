@@ -16,6 +16,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 
 JSON = "application/json"
 UNSUPPORTED_MEDIA = "AHP over HTTP requires Content-Type: application/json\n"
@@ -52,6 +53,21 @@ class BodyRejected(Exception):
     def refusal(self) -> Refuse:
         """400 and 408 close the connection: the body's framing cannot be trusted after them."""
         return Refuse(self.status, (self.reason + "\n").encode(), close=self.status in (400, 408))
+
+
+def malformed(status: int = 400) -> Refuse:
+    """The answer to a request whose head no HTTP/1.1 parser accepts (the fast lane's reader, and
+    aiohttp's parser when it answers): the status and its phrase only, never a quote of the
+    request, which may hold a credential (protocol §12); the connection closes, since nothing
+    after such a head can be framed."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    return Refuse(status, f"{status} {phrase} (malformed request)\n".encode(), close=True)
+
+
+MALFORMED = malformed()
 
 
 def media_type(content_type: str | None) -> str:
@@ -125,6 +141,11 @@ class Decoder:
         self._size = 0
         self._out: list[bytes] = []
         self._zlib = zlib.decompressobj(self._wbits)
+
+    @property
+    def size(self) -> int:
+        """Decoded bytes produced so far (at most ``limit + 1``: decoding stops there)."""
+        return self._size
 
     def feed(self, data: bytes) -> None:
         while data:

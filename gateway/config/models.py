@@ -1,4 +1,4 @@
-"""Configuration models. Field names are the user-facing contract (README, "Configuration").
+"""Configuration models. Field names are the user-facing contract (docs/configuration.md).
 
 Unknown fields are accepted and reported as warnings (AHP-CORE-003: receivers ignore unknown
 fields in registration documents); they never enable anything.
@@ -47,23 +47,29 @@ USERINFO_MESSAGE = (
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    # field docstrings are the descriptions of `ahp-gateway schema` and docs/reference/configuration.md
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
 
 
 RETIRED_GRANIAN = (
     "the experimental granian listener was retired: the default listener (aiohttp with the fast lane) serves "
-    'that traffic; remove listen.server (README, "Configuration")'
+    "that traffic; remove listen.server (docs/configuration.md)"
 )
 
 
 class Listen(Model):
-    """``server`` stays a key with ``aiohttp`` its only value: configurations that spell out the
-    default keep loading, and one that still names the retired granian listener gets an error
-    that says so instead of an unknown-value message."""
+    """The harness-facing AHP listener."""
+
+    # ``server`` stays a key with ``aiohttp`` its only value: configurations that spell out the
+    # default keep loading, and one that still names the retired granian listener gets an error
+    # that says so instead of an unknown-value message.
 
     host: str = "127.0.0.1"
+    """Address to bind; a non-loopback address needs inbound authentication or inbound.allowUnauthenticated."""
     port: int = Field(8080, ge=0, le=65535)
+    """TCP port (0: any free port). serve --port and $AHP_GATEWAY_PORT override it."""
     path: str = Field("/", pattern=r"^/")
+    """Path of the AHP endpoint; /native/<harness> and uploads.path are served beside it."""
     server: Literal["aiohttp"] = Field("aiohttp", description="HTTP server of the harness listener (aiohttp only).")
     fastLane: bool = Field(
         True,
@@ -81,7 +87,9 @@ class Listen(Model):
 
 class Admin(Model):
     host: str = "127.0.0.1"
+    """Address of the admin listener."""
     port: int = Field(9464, ge=0, le=65535)
+    """TCP port of the admin listener (0: any free port). serve --admin-port and $AHP_GATEWAY_ADMIN_PORT override it."""
 
 
 class Limits(Model):
@@ -102,7 +110,9 @@ class Frontend(Model):
     """How harnesses should register the gateway (used in hooks/configuration answers)."""
 
     timeoutMs: int | None = Field(None, ge=1)
+    """Intercept timeout harnesses should register (default: limits.deadlineMs + 500)."""
     failurePolicy: Literal["fail-open", "fail-closed"] = "fail-closed"
+    """Failure policy harnesses should register for the gateway."""
 
 
 class ObserveOptions(Model):
@@ -113,7 +123,9 @@ class ObserveOptions(Model):
         description="Bytes of queued observations (raw bodies, until delivered); beyond, they are dropped and counted.",
     )
     workers: int = Field(8, ge=1, le=256)
+    """Concurrent observe deliveries."""
     timeoutMs: int = Field(2000, ge=1)
+    """Timeout of one observe delivery."""
     dedupEntries: int = Field(50_000, ge=2, description="(event, subscription) pairs remembered for observe fan-out.")
     dedupTtlSeconds: float = Field(120, gt=0, description="How long a served pair is remembered.")
 
@@ -140,6 +152,7 @@ class LogOptions(Model):
 
 class MetricsOptions(Model):
     enabled: bool = True
+    """Serve /metrics on the admin listener."""
 
 
 class TracingOptions(Model):
@@ -159,12 +172,14 @@ class ReloadOptions(Model):
 
 class CircuitBreakerOptions(Model):
     enabled: bool = True
+    """Fail fast after repeated operational failures of this upstream."""
     failureThreshold: int = Field(5, ge=1, description="Consecutive operational failures that open the circuit.")
     openSeconds: float = Field(5.0, gt=0, description="How long calls fail fast before one probe.")
 
 
 class ContentSelection(Model):
     default: SELECTION
+    """What every content category carries unless named: body (the content), metadata (hash and size) or omit. Other keys name categories."""
 
     @model_validator(mode="after")
     def _categories(self) -> ContentSelection:
@@ -192,14 +207,22 @@ def check_events(events: list[str], allowed: frozenset[str], mode: str) -> list[
 
 class Subscription(Model):
     events: list[str] = Field(min_length=1)
+    """Event types: exact names, '*' or 'family.*'."""
     content: ContentSelection
+    """Which content this subscription receives."""
     includeNative: bool = False
+    """Also send the harness's raw native payload."""
     upload: UploadBinding | None = None
+    """The upstream's own upload receiver, for attachments it needs as refs."""
     filters: dict[str, Any] | None = None
+    """AHP subscription filters (portable; evaluated by harnesses)."""
     scope: Literal["managed", "project", "user"] | None = None
+    """Registration scope: managed, project or user (managed requires disableable: false)."""
     disableable: bool | None = None
+    """Whether a user may disable this subscription."""
     when: str | None = Field(None, description="CEL condition (gateway extension).")
     onError: Literal["match", "skip"] = "match"
+    """When `when` fails to evaluate: match (call the upstream) or skip it."""
 
     @model_validator(mode="after")
     def _managed(self) -> Subscription:
@@ -210,8 +233,11 @@ class Subscription(Model):
 
 class InterceptSubscription(Subscription):
     mode: Literal["intercept"]
+    """intercept: the upstream decides."""
     timeoutMs: int = Field(ge=1)
+    """How long this upstream may take for one intercept (bounded by limits.deadlineMs)."""
     failurePolicy: Literal["fail-open", "fail-closed"]
+    """What a failure of this upstream settles to: fail-closed denies, fail-open skips it."""
 
     @field_validator("events")
     @classmethod
@@ -221,6 +247,7 @@ class InterceptSubscription(Subscription):
 
 class ObserveSubscription(Subscription):
     mode: Literal["observe"]
+    """observe: the upstream is notified of the settled event."""
 
     @model_validator(mode="before")
     @classmethod
@@ -242,8 +269,11 @@ AnySubscription = Annotated[InterceptSubscription | ObserveSubscription, Field(d
 
 class HttpTransport(Model):
     type: Literal["http"]
+    """An AHP backend over HTTP."""
     url: str = Field(pattern=r"^https?://[^\s/?#]+")
+    """Endpoint URL (https, or http with allowInsecure or to loopback); no credentials in it."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """Extra request headers; never credentials (use authentication)."""
 
     @field_validator("url")
     @classmethod
@@ -289,11 +319,17 @@ class StdioPool(Model):
 
 class StdioTransport(Model):
     type: Literal["stdio"]
+    """An AHP backend over stdio: a child process."""
     command: str = Field(min_length=1)
+    """Program to start."""
     args: list[str] = Field(default_factory=list)
+    """Its arguments."""
     lifecycle: Literal["persistent", "per_event"]
+    """persistent: one long-lived child (or a pool); per_event: a child per message."""
     cwd: str | None = None
+    """Working directory of the child (default: the gateway's)."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables added for the child."""
     pool: StdioPool | None = Field(None, description="Gateway extension: several persistent children.")
 
     @model_validator(mode="after")
@@ -305,6 +341,7 @@ class StdioTransport(Model):
 
 class LocalTransport(Model):
     type: Literal["local"]
+    """The built-in CEL policy backend, in process."""
     policies: list[str] = Field(min_length=1, description="Policy files, relative to the config file.")
     allowEmpty: bool = Field(
         False, description="Start (and reload) even when the policy files hold no rule; otherwise that is an error."
@@ -316,8 +353,11 @@ AnyTransport = Annotated[HttpTransport | StdioTransport | LocalTransport, Field(
 
 class BearerAuth(Model):
     type: Literal["bearer"]
+    """A static bearer token."""
     tokenEnv: str | None = Field(None, pattern=ENV_NAME)
+    """Environment variable holding the token (or use tokenRef)."""
     tokenRef: str | None = Field(None, min_length=1)
+    """env:NAME or file:/path holding the token."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> BearerAuth:
@@ -334,12 +374,19 @@ TOKEN_AUTH_METHODS = Literal["client_secret_basic", "client_secret_post", "priva
 
 class OAuthAuth(Model):
     type: Literal["oauth"]
+    """OAuth 2.1 access tokens obtained by the gateway."""
     resource: str = Field(min_length=1)
+    """The upstream's resource identifier (RFC 8707)."""
     issuer: str = Field(pattern=r"^https://")
+    """The authorization server (https)."""
     clientId: str = Field(min_length=1)
+    """The gateway's client id at that server."""
     clientSecretRef: str | None = Field(None, min_length=1)
+    """env:NAME or file:/path holding the client secret."""
     flow: Literal["authorization_code_pkce", "client_credentials"]
+    """client_credentials for the gateway itself; authorization_code_pkce is refused at load (no user to consent)."""
     scopes: list[str] = Field(default_factory=list)
+    """Scopes requested."""
     tokenEndpointAuthMethod: TOKEN_AUTH_METHODS = Field(
         "client_secret_basic", description="Gateway extension: how the client authenticates to the token endpoint."
     )
@@ -374,7 +421,9 @@ class UploadBinding(Model):
 
     endpoint: str = Field(pattern=UPLOAD_ENDPOINT, description="POSTed to exactly; https, or http to loopback.")
     timeoutMs: int = Field(ge=1)
+    """Timeout of one upload to this receiver."""
     maxBytes: int = Field(ge=0)
+    """Largest attachment uploaded to this receiver."""
     auth: AnyAuth | None = Field(None, description="Independent binding; never inherits the event credentials.")
 
     @model_validator(mode="before")
@@ -405,9 +454,13 @@ class Backend(Model):
     """One ``hooks[]`` entry of an AHP registration document."""
 
     id: str = Field(pattern=REVERSE_DNS)
+    """The upstream's identity, reverse-DNS: used in metrics, logs and effect attribution."""
     transport: AnyTransport
+    """How the upstream is reached: http, stdio or local."""
     authentication: AnyAuth | None = None
+    """Credentials for an http upstream: bearer or oauth, by reference only."""
     subscriptions: list[AnySubscription] = Field(min_length=1)
+    """Which events this upstream intercepts or observes, with timeout and failure policy."""
 
     @model_validator(mode="before")
     @classmethod
@@ -428,9 +481,12 @@ class GatewayBackend(Backend):
 
     when: str | None = Field(None, description="CEL condition for every subscription of this entry.")
     onError: Literal["match", "skip"] = "match"
+    """When the entry's `when` fails to evaluate: match (call the upstream) or skip it."""
     mode: Literal["enforce", "shadow"] = "enforce"
+    """enforce: its answers count; shadow: called beside the chain, answers logged and never enforced."""
     allowInsecure: bool = Field(False, description="Permit plain http to a non-loopback host.")
     circuitBreaker: CircuitBreakerOptions = Field(default_factory=CircuitBreakerOptions)  # type: ignore[arg-type]
+    """Failing fast after repeated operational failures of this upstream."""
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this upstream.")
     protocolVersion: Literal["draft", "0.1"] = Field("draft", description="The wire version this upstream speaks.")
 
@@ -452,13 +508,16 @@ class GatewayBackend(Backend):
 
 class RegistrationDocument(Model):
     protocolVersion: str
+    """The document's AHP version."""
     hooks: list[Backend] = Field(min_length=1)
+    """The hooks[] entries."""
 
 
 class InboundBearer(Model):
     """Harness tokens as SHA-256 hashes in a YAML/JSON file (a mounted Secret works), re-read on change."""
 
     type: Literal["bearer"]
+    """Bearer tokens, checked against hashes in tokensFile."""
     tokensFile: str = Field(min_length=1, description="List of {sha256, principal: {name, attributes}}.")
 
 
@@ -466,14 +525,19 @@ class InboundOAuth(Model):
     """The gateway as an OAuth protected resource: JWT access tokens from one issuer."""
 
     type: Literal["oauth"]
+    """JWT access tokens from one OAuth issuer."""
     issuer: str = Field(pattern=r"^https://")
+    """The issuer (https); its metadata gives the JWKS."""
     audience: str = Field(pattern=r"^https://[^#\s]+$", description="The gateway's resource identifier (RFC 9728).")
     requiredScopes: list[str] = Field(default_factory=list)
+    """Scopes every token must carry."""
     jwksUri: str | None = Field(None, pattern=r"^https://", description="Default: the issuer metadata's jwks_uri.")
     clockSkewSeconds: float = Field(30.0, ge=0, le=300)
+    """Tolerance for exp, nbf and iat."""
     jwksRefetchSeconds: float = Field(30.0, ge=0, description="Least time between JWKS fetches for unknown kids.")
     jwksCacheSeconds: float = Field(3600.0, ge=0, description="JWKS older than this is fetched again (key removal).")
     algorithms: list[str] = Field(default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"], min_length=1)
+    """Accepted signature algorithms (asymmetric only)."""
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for the issuer.")
     requireAccessTokenTyp: StrictBool = Field(
         True,
@@ -491,6 +555,7 @@ class InboundOAuth(Model):
 
 class InboundNone(Model):
     type: Literal["none"]
+    """No authentication: loopback callers only, unless allowUnauthenticated."""
 
 
 InboundAuth = Annotated[InboundBearer | InboundOAuth | InboundNone, Field(discriminator="type")]
@@ -498,7 +563,9 @@ InboundAuth = Annotated[InboundBearer | InboundOAuth | InboundNone, Field(discri
 
 class InboundTls(Model):
     certFile: str = Field(min_length=1)
+    """PEM certificate chain of the harness listener."""
     keyFile: str = Field(min_length=1)
+    """PEM private key of the harness listener."""
     clientCaFile: str | None = Field(None, description="Require client certificates signed by this CA (mTLS).")
 
 
@@ -506,8 +573,10 @@ class Inbound(Model):
     """Who may call the gateway (harness side)."""
 
     auth: InboundAuth = Field(default_factory=lambda: InboundNone(type="none"))
+    """How harnesses authenticate: none, bearer or oauth."""
     allowUnauthenticated: bool = Field(False, description="Serve type none off loopback (a mesh authenticates).")
     tls: InboundTls | None = None
+    """TLS on the harness listener (absent: plain HTTP, e.g. behind a mesh)."""
 
 
 class UploadStorage(Model):
@@ -521,7 +590,9 @@ class Uploads(Model):
     """The gateway as an AHP upload receiver (protocol §13.2)."""
 
     path: str = Field("/uploads", pattern=r"^/")
+    """Path of the upload receiver on the harness listener."""
     maxBytes: int = Field(10 * 1024 * 1024, ge=0)
+    """Largest upload accepted."""
     reuseSeconds: float = Field(
         300.0,
         ge=0,
@@ -529,17 +600,23 @@ class Uploads(Model):
         "keep it below that receiver's retention.",
     )
     storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
+    """Where uploads are held, and for how long."""
 
 
 class TrustedIssuer(Model):
     """An authorization server the gateway may use for upstreams discovered via RFC 9728."""
 
     issuer: str = Field(pattern=r"^https://")
+    """The authorization server (https)."""
     clientId: str = Field(min_length=1)
+    """The gateway's client id there."""
     clientSecretRef: str | None = Field(None, pattern=SECRET_REF)
+    """env:NAME or file:/path holding the client secret."""
     scopes: list[str] = Field(default_factory=list, description="The only scopes ever requested from this issuer.")
     tokenEndpointAuthMethod: TOKEN_AUTH_METHODS = "client_secret_basic"
+    """How the gateway authenticates to the token endpoint."""
     privateKeyRef: str | None = Field(None, pattern=SECRET_REF)
+    """env:NAME or file:/path holding the private key for private_key_jwt."""
     caFile: str | None = Field(None, description="PEM bundle that replaces platform trust for this issuer.")
 
     @model_validator(mode="after")
@@ -574,25 +651,43 @@ class DiscoveryPolicy(Model):
 
 class GatewayConfig(Model):
     id: str = Field(pattern=REVERSE_DNS)
+    """This gateway's identity, reverse-DNS (org.example.gateway): the default deny code prefix and the extension key of its own effects."""
     protocolVersions: list[str] = Field(default_factory=lambda: ["draft"], min_length=1)
+    """AHP versions served to harnesses: draft, and 0.1 bridged through the draft pipeline (list draft too)."""
     listen: Listen = Field(default_factory=Listen)  # type: ignore[arg-type]
+    """The harness-facing AHP listener."""
     admin: Admin = Field(default_factory=Admin)  # type: ignore[arg-type]
+    """The admin listener: /healthz, /readyz and /metrics."""
     limits: Limits = Field(default_factory=Limits)  # type: ignore[arg-type]
+    """Sizes, deadlines and connection caps of the harness listener."""
     fanout: Literal["serial", "parallel"] = "serial"
+    """serial: upstreams of a chain are called in order and a deny ends the chain; parallel: all start at once, answers still settle in chain order."""
     frontend: Frontend = Field(default_factory=Frontend)  # type: ignore[arg-type]
+    """How harnesses should register the gateway (the hooks/configuration answer)."""
     observe: ObserveOptions = Field(default_factory=ObserveOptions)  # type: ignore[arg-type]
+    """Delivery of hooks/observe notifications to observing upstreams."""
     hooks: list[GatewayBackend] | None = None
+    """The upstream chain: ordered hooks[] entries (set this or registration)."""
     registration: str | None = None
+    """Path of an AHP registration document whose hooks[] are the chain, relative to this file (set this or hooks)."""
     headers: list[str] = Field(default_factory=list, description="Request headers exposed to CEL.")
     log: LogOptions = Field(default_factory=LogOptions)  # type: ignore[arg-type]
+    """The decision log, the capture file for replay, and the gateway's own log format."""
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
+    """Prometheus metrics on the admin listener."""
     tracing: TracingOptions = Field(default_factory=TracingOptions)  # type: ignore[arg-type]
+    """W3C trace context and OpenTelemetry spans."""
     shutdown: ShutdownOptions = Field(default_factory=ShutdownOptions)  # type: ignore[arg-type]
+    """Graceful drain on SIGTERM."""
     reload: ReloadOptions = Field(default_factory=ReloadOptions)  # type: ignore[arg-type]
+    """Reloading the configuration and policy files while serving."""
     inbound: Inbound = Field(default_factory=Inbound)  # type: ignore[arg-type]
+    """Who may call the gateway: authentication and TLS of the harness listener."""
     uploads: Uploads | None = Field(None, description="Absent: no upload receiver; attachments become gaps.")
     trustedIssuers: list[TrustedIssuer] = Field(default_factory=list)
+    """Authorization servers the gateway may use for upstreams discovered via RFC 9728."""
     discovery: DiscoveryPolicy = Field(default_factory=DiscoveryPolicy)
+    """Which addresses URLs learnt from upstreams may point to."""
 
     @field_validator("protocolVersions")
     @classmethod

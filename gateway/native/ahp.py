@@ -382,8 +382,8 @@ def settle(effects: list[Json], current_input: Json | None) -> Settled:
 
 
 ASK_REASON = "The policy gateway asks for confirmation of this call."
-"""The reason sent with a native ``ask`` where the harness shows one: the AHP ``ask`` effect
-carries no text of its own."""
+"""The reason sent with a native ``ask`` where the harness shows one and the answer has no
+``message`` to give instead: the AHP ``ask`` effect carries no text of its own."""
 
 
 def synthetic_denial(why: str) -> Settled:

@@ -10,7 +10,9 @@ dialect (native-hooks §0.1) and differ in strictness, which a :class:`Profile` 
   older versions; ``toolInput`` and ``hookName`` on ``permissionRequest``) or, when configured
   with PascalCase event names, snake_case ones; answers carry the CLI's top-level fields and the
   VS Code ``hookSpecificOutput`` copy (both ignore what they do not know). Copilot shows
-  ``permissionDecisionReason`` for ``ask`` too, so an ask always carries one.
+  ``permissionDecisionReason`` for ``ask`` too, so an ask always carries one: the answer's
+  ``message`` effects (the gateway's policies send the asking rule's reason that way, the AHP
+  ``ask`` having no text), else a generic one.
 
 Continuations at ``Stop``: the payload only says whether the hook already continued the turn
 (``stop_hook_active``), so the adapter grants one continuation per stop: ``continuationCount`` 1
@@ -53,7 +55,7 @@ _CODEX_CAPS: dict[str, Json | None] = {
     "Stop": _caps(("message",), flow=("continue",)),
 }
 _COPILOT_CAPS: dict[str, Json | None] = {
-    "PreToolUse": _caps(("deny", "ask"), modify={"input": (True, False)}),
+    "PreToolUse": _caps(("deny", "ask", "message"), modify={"input": (True, False)}),
     "PermissionRequest": _caps(("allow", "deny"), flow=("stop",)),
     "PostToolUse": _caps((), modify={"output": (True, False)}, inject=("now",)),
     "PostToolUseFailure": _caps((), inject=("now",)),
@@ -244,7 +246,14 @@ class ClaudeFamilyCodec:
             out = self._permission_request(settled)
         else:
             out = self._other(name, settled)
-        return NativeAnswer(0, dumps(out) if out else "", "")
+        answer = NativeAnswer(0, dumps(out) if out else "", "")
+        if self.profile.copilot and settled.messages and settled.permission not in ("deny", "ask"):
+            # Copilot shows a text only with a decision: a bare message goes to the hook's stderr
+            # (its log) rather than nowhere.
+            answer = answer.with_note(
+                "ahp-gateway hook: message (no Copilot field shows it): " + " / ".join(settled.messages)
+            )
+        return answer
 
     def _common(self, out: Json, settled: Settled, *, stop: bool = True) -> None:
         if settled.messages:
@@ -326,12 +335,16 @@ class ClaudeFamilyCodec:
         if name == "PreToolUse":
             if s.permission in ("deny", "ask"):
                 out["permissionDecision"] = nested["permissionDecision"] = s.permission
-            if s.permission == "deny":
-                out["permissionDecisionReason"] = nested["permissionDecisionReason"] = s.reason
-            elif s.permission == "ask":
-                # Copilot shows this reason at the prompt ("No reason provided" without it) and,
-                # where nobody can answer (-p), to the model with its denial.
-                out["permissionDecisionReason"] = nested["permissionDecisionReason"] = ahp.ASK_REASON
+                # ``permissionDecisionReason`` is the one text Copilot shows with a decision: at
+                # its prompt for an ask ("No reason provided" without one) and, where nobody can
+                # answer (-p), to the model with its denial. The AHP ask has no text, so an ask
+                # carries the answer's messages (the asking rule's reason), else a generic one;
+                # a deny carries its reason, then the messages.
+                if s.permission == "deny":
+                    why = "\n\n".join([s.reason or "", *s.messages]).strip()
+                else:
+                    why = "\n\n".join(s.messages) or ahp.ASK_REASON
+                out["permissionDecisionReason"] = nested["permissionDecisionReason"] = why
             if s.permission != "deny" and "input" in s.modified:
                 out["modifiedArgs"] = nested["updatedInput"] = s.modified["input"]
         elif name == "PermissionRequest":

@@ -172,11 +172,12 @@ def _hook(argv: list[str]) -> int:
 
 
 def _run(ns: _Args) -> int:
-    from gateway.native import client, flow
+    from gateway.native import client, flow, versions
 
     codec = flow.codec_for(ns.harness)
     raw = sys.stdin.buffer.read(flow.MAX_PAYLOAD_BYTES + 1)
-    prepared = flow.prepare(codec, raw, ns.event, ns.on_error, ask=not ns.non_interactive)
+    version = versions.from_environment(ns.harness, os.environ)
+    prepared = flow.prepare(codec, raw, ns.event, ns.on_error, ask=not ns.non_interactive, version=version)
     if prepared.answer is not None:
         return _emit(prepared.answer)
     assert prepared.tr is not None and prepared.body is not None

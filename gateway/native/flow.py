@@ -66,7 +66,8 @@ def parse_payload(raw: bytes) -> Json:
 
 def without_ask(tr: Translation) -> None:
     """Non-interactive runs (``--non-interactive``): nobody can answer a prompt, and headless
-    Gemini (``gemini -p``) waits forever on a BeforeTool ``ask``. Not advertising ``ask`` makes the
+    Gemini (``gemini -p``) waits on a BeforeTool ``ask`` until killed (or, stdin at EOF, exits 0
+    with no output). Not advertising ``ask`` makes the
     gateway apply each asking rule's fallback (its deny), as for a harness that cannot ask; an
     ``ask`` answered anyway is an unusable answer, decided by ``--on-error``."""
     caps = tr.caps
@@ -75,11 +76,18 @@ def without_ask(tr: Translation) -> None:
         tr.message["params"]["capabilities"] = {**caps, "effects": [e for e in caps["effects"] if e != "ask"]}
 
 
-def prepare(codec: Codec, raw: bytes, event: str | None, on_error: str, *, ask: bool = True) -> Prepared:
+def prepare(
+    codec: Codec, raw: bytes, event: str | None, on_error: str, *, ask: bool = True, version: str | None = None
+) -> Prepared:
+    """``version``: the agent's version where the payload gives none (:mod:`gateway.native.versions`)."""
     try:
         tr = codec.translate(parse_payload(raw), event)
         if tr is not None and not ask:
             without_ask(tr)
+        if tr is not None and version:
+            harness = tr.message["params"]["event"]["harness"]
+            if harness.get("version") == "unknown":
+                harness["version"] = version
         body = json.dumps(tr.message, ensure_ascii=False).encode("utf-8", "surrogatepass") if tr else None
     except RecursionError:
         return Prepared(None, answer=failure(codec, None, on_error, "unusable native payload: nested too deeply"))

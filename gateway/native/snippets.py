@@ -146,8 +146,9 @@ HTTP_NOTE = {
 }
 
 ASK_NOTE = {
-    "gemini": "headless runs (gemini -p): add --non-interactive; Gemini waits forever on an ask nobody can "
-    "answer, and with it the asking rule's fallback (its deny) applies instead",
+    "gemini": "headless runs (gemini -p): add --non-interactive; on an ask Gemini waits for an answer nobody "
+    "can give (or, stdin at EOF, exits 0 with no output), and with it the asking rule's fallback (its deny) "
+    "applies instead",
 }
 
 

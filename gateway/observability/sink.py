@@ -71,6 +71,14 @@ class Observability:
     def exchanged(self, exchange: Exchange) -> None:
         """Everything one harness message counts, from the value the core returned (the
         methods below are its parts)."""
+        decision = exchange.decision
+        if decision is not None:  # an intercept that reached the chain stage: nearly every message
+            for hook_id in exchange.routed:
+                self.routed(hook_id)
+            if exchange.parallel_fallback:
+                self.parallel_fallback()
+            self.settled(decision, exchange.trace)
+            return
         if exchange.rejected is not None:
             self.rejected(exchange.method, exchange.rejected)
         elif exchange.discovery:
@@ -84,8 +92,6 @@ class Observability:
             self.routed(hook_id)
         if exchange.parallel_fallback:
             self.parallel_fallback()
-        if exchange.decision is not None:
-            self.settled(exchange.decision, exchange.trace)
 
     def settled(self, decision: Decision, trace: Any = None) -> None:
         m = self.metrics

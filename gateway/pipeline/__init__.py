@@ -1,4 +1,4 @@
-"""The request path, one stage per module (README, "Development"):
+"""The request path, one stage per module (docs/design/development.md):
 
 binding (HTTP / stdio / native)  →  gateway.Gateway.handle(bytes, headers, principal) → exchange.Exchange
   frontend.check   bytes → Rejected | Notification | Discovery | Intercept   (pure)

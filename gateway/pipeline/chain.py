@@ -9,7 +9,7 @@ deadline)``, the request's CEL activation and its outbound trace headers. A call
 made when it is sent (``sent``), so an observation of the same event arriving meanwhile is never
 forwarded to it (protocol §8.3).
 
-``fanout: parallel`` is an opt-in deviation (README): every call starts at once, answers still
+``fanout: parallel`` is an opt-in deviation (docs/design/settlement.md): every call starts at once, answers still
 settle in chain order, and after the deciding upstream the rest are discarded and cancelled.
 """
 

@@ -5,18 +5,20 @@ rejection code, the observation status, ...).
 The core returns it instead of reporting through side calls, so every consumer (metrics and the
 decision log, ``explain``, ``replay``, benchmarks) reads the same value and none of them has to
 stand in for a telemetry sink to learn the outcome.
+
+A ``NamedTuple``, not a frozen dataclass: just as immutable, and built by one C call where a
+frozen dataclass sets each of its nine fields through ``object.__setattr__`` (once per harness
+message, about 1 % of an intercept's instructions). Change one with ``_replace``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.settle.ledger import Decision
 
 
-@dataclass(frozen=True, slots=True)
-class Exchange:
+class Exchange(NamedTuple):
     answer: bytes | None
     """The response bytes; None for a notification (never answered)."""
     method: str = "?"

@@ -53,7 +53,7 @@ class Gateway:
         uploads: Forwarder | None = None,
         capture: Capture | None = None,
     ) -> None:
-        """``uploads``: per-upstream re-upload of attachments (README, "Uploads"), when the
+        """``uploads``: per-upstream re-upload of attachments (docs/operations/uploads.md), when the
         gateway runs an upload receiver; ``capture``: ``log.capture``, the intercepts received
         with their answers, for ``ahp-gateway replay``."""
         self.holder = holder
@@ -66,7 +66,7 @@ class Gateway:
         self._running = 0
         """Intercepts in flight (``limits.maxInflight``)."""
         self._bridge = VersionBridge(self.handle_draft, preload=v01.VERSION in holder.current.versions)
-        """Harnesses on protocol 0.1 (README, "Protocol versions")."""
+        """Harnesses on protocol 0.1 (docs/design/protocol.md, "Protocol versions")."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

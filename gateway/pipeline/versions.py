@@ -12,7 +12,6 @@ passes through unchanged. The common case costs one substring test: only bodies 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -86,9 +85,9 @@ class VersionBridge:
         except (ValueError, KeyError, TypeError):
             answer = None
         if answer is not None and ("error" in answer or schemas.answer_ok(answer)):
-            return dataclasses.replace(draft, answer=wire.dumps(answer))
+            return draft._replace(answer=wire.dumps(answer))
         log.error("a draft answer could not be expressed in 0.1 for %r", rid)  # a bug: never a bad answer
-        return dataclasses.replace(draft, answer=wire.error_body(rid, RpcCode.INTERNAL_ERROR))
+        return draft._replace(answer=wire.error_body(rid, RpcCode.INTERNAL_ERROR))
 
     def _reject(self, rid: Any, code: int, method: str, data: Any = None) -> Exchange:
         return Exchange(wire.error_body(rid, code, data), method, rejected=str(int(code)))

@@ -150,6 +150,9 @@ def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
         for x, y in ((a, b), (b, a)) if name == "_==_" else ((a, b),):
             if _denotes(_unlowered(x), env) == "path" and y.kind == "const" and isinstance(y.value, str) and y.value:
                 return frozenset({kind + y.value.lower()})
+            tail = _literal_tail(y) if name == "_==_" else None
+            if tail and _denotes(_unlowered(x), env) == "path":  # `p == facts.home + '/.npmrc'`
+                return frozenset({"text:" + tail.lower()})
         if name == "contains":
             return None
     if name == "startsWith":
@@ -182,6 +185,16 @@ def _compare(name: str, a: Node, b: Node, env: Env) -> Need:
     return frozenset(prefix + v for v in values) if prefix is not None else None
 
 
+def _literal_tail(n: Node) -> str | None:
+    """The literal a string concatenation ends with (``facts.home + '/.npmrc'``): a path equal to
+    it contains that literal."""
+    if n.kind == "call" and n.value == "_+_" and len(n.children) == 2:
+        last = n.children[1]
+        if last.kind == "const" and isinstance(last.value, str):
+            return last.value
+    return None
+
+
 def _nonempty(n: Node, env: Env) -> Need:
     """What ``n`` (a list) needs to be non-empty: ``x.filter(...).size()``, ``size(x)``."""
     if n.kind == "call" and n.value == "size" and len(n.children) == 1:
@@ -194,13 +207,35 @@ def _nonempty(n: Node, env: Env) -> Need:
 
 
 def _macro(n: Node, env: Env) -> Need:
-    """A ``filter``/``exists`` comprehension over the effects, the commands or a path list."""
+    """A ``filter``/``exists`` comprehension over the effects, the commands or a path list, or
+    over a list of string literals (``['/.netrc', '/.pypirc'].exists(s, p.endsWith(s))``: what the
+    condition needs for one of them)."""
     rng, step = n.children[0], n.children[3]
-    element = _element_of(rng, env)
     accepts = _step_condition(step, n.names[1])
-    if element is None or accepts is None:
+    if accepts is None:
+        return None
+    literals = _strings(rng) if rng.kind == "list" and rng.children else None
+    if literals is not None:
+        parts = [_need(_substitute(accepts, n.names[0], value), env) for value in literals]
+        if any(part is None for part in parts):
+            return None
+        return frozenset().union(*(part for part in parts if part is not None))
+    element = _element_of(rng, env)
+    if element is None:
         return None
     return _need(accepts, {**env, n.names[0]: element})
+
+
+def _substitute(n: Node, name: str, value: str) -> Node:
+    """``n`` with the free name ``name`` replaced by the literal ``value`` (a comprehension that
+    binds the same name again keeps its own)."""
+    if n.kind == "ident" and n.value == name:
+        return Node("const", value)
+    if n.kind == "comprehension" and name in n.names:
+        return n
+    if not n.children:
+        return n
+    return Node(n.kind, n.value, tuple(_substitute(c, name, value) for c in n.children), n.names)
 
 
 def _element_of(rng: Node, env: Env) -> str | None:
@@ -215,11 +250,15 @@ def _element_of(rng: Node, env: Env) -> str | None:
 
 
 def _denotes(n: Node, env: Env) -> str | None:
-    """What an expression denotes in ``env``: a bound name, or ``e.path`` of an effect."""
+    """What an expression denotes in ``env``: a bound name, or ``e.path`` of an effect; a path
+    lower-cased (``cel.bind(l, p.lowerAscii(), ...)``) is still a path: the literals are looked for
+    in the lower-cased paths anyway."""
     if n.kind == "ident":
         return env.get(str(n.value))
     if _field(n, env) == ("effect", "path"):
         return "path"
+    if n.kind == "call" and n.value == "lowerAscii" and len(n.children) == 1:
+        return "path" if _denotes(n.children[0], env) == "path" else None
     return None
 
 

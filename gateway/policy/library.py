@@ -1,7 +1,7 @@
 """Policy files: ordered CEL rules, each with one effect (deny / ask / message / inject) and an
 optional fallback for harnesses that did not advertise that effect, plus built-in tests.
 
-File format (README, "Policy files")::
+File format (docs/policies/index.md; reference: docs/reference/policy-files.md)::
 
     namespace: org.example.git          # reverse-DNS; default deny codes are <namespace>.<rule id>
     rules:
@@ -47,26 +47,38 @@ class PolicyError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # field docstrings are the descriptions of `ahp-gateway schema --kind policy` and its reference page
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class DenySpec(_Strict):
     reason: str = Field(min_length=1)
+    """Shown to the user and the agent: say what is not allowed and what to do instead."""
     code: str | None = Field(None, pattern=REVERSE_DNS)
+    """Deny code, reverse-DNS (default: <namespace>.<rule id>)."""
 
 
 class MessageSpec(_Strict):
     text: str = Field(min_length=1)
+    """A message shown to the user."""
 
 
 class InjectSpec(_Strict):
     text: str = Field(min_length=1)
+    """Context added to the agent's conversation."""
     deliverAt: Literal["now", "next_turn"] = "next_turn"
+    """now, or with the next turn."""
     role: Literal["system", "developer", "user"] = "system"
+    """The role the injected text speaks as."""
 
 
 class AskSpec(_Strict):
-    """``ask: {}``: the AHP ask effect carries no fields; the harness prompts with its own text."""
+    """``ask: {}`` or ``ask: {reason: ...}``: the AHP ask effect carries no fields; the harness
+    prompts with its own text, and the reason goes beside it as a ``message``."""
+
+    reason: str | None = Field(default=None, min_length=1)
+    """Why the rule asks, for the person asked (sent as a message beside the ask when the harness
+    advertised message; without it, the rule's description)."""
 
 
 RULE_EFFECTS = ("deny", "ask", "message", "inject")
@@ -76,9 +88,13 @@ key each in a rule."""
 
 class EffectSpec(_Strict):
     deny: DenySpec | None = None
+    """Deny the operation."""
     ask: AskSpec | None = None
+    """Ask the user (only when the harness advertised ask; otherwise the rule's fallback applies)."""
     message: MessageSpec | None = None
+    """Show a message."""
     inject: InjectSpec | None = None
+    """Inject context."""
 
     @model_validator(mode="after")
     def _one(self) -> EffectSpec:
@@ -94,10 +110,15 @@ class EffectSpec(_Strict):
 
 class RuleSpec(EffectSpec):
     id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
+    """The rule's name, unique in its file; part of the default deny code."""
     description: str = ""
+    """What the rule is for (shown by explain and coverage)."""
     events: list[str] = Field(min_length=1)
+    """Event types the rule applies to: exact names, '*' or 'family.*'."""
     when: str = Field(min_length=1)
+    """CEL condition over event, facts, principal and headers; the rule's effect applies when true."""
     fallback: EffectSpec | None = None
+    """The effect used instead of ask when the harness cannot ask (keep a deny here)."""
 
     @model_validator(mode="after")
     def _events(self) -> RuleSpec:
@@ -107,21 +128,30 @@ class RuleSpec(EffectSpec):
 
 class CaseSpec(_Strict):
     name: str = Field(min_length=1)
+    """The test's name: shown in reports, matched by policy test --run."""
     event: dict[str, Any]
+    """A partial AHP event; envelope fields, call, path, tool.origin and tool.input get defaults."""
     capabilities: dict[str, Any] | None = None
+    """What the harness advertises (default: effects deny, ask, message, inject)."""
     principal: dict[str, Any] = Field(default_factory=dict)
+    """The caller, as {name, attributes}, for rules that read principal."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """Request headers, for rules that read headers."""
     expect: list[dict[str, Any]]
+    """The expected effects in order, each a subset of the actual one ([] means no effect)."""
     facts: dict[str, Any] | None = None
     """Optional: a subset the event's facts must contain (lists element by element)."""
 
 
 class PolicyFileSpec(_Strict):
     namespace: str = Field("local.policy", pattern=REVERSE_DNS)
+    """Reverse-DNS namespace: the default deny code prefix and the effects' extension key."""
     description: str = ""
+    """What the file is for."""
+    # validated rule by rule, so every broken rule is reported at once
     rules: list[dict[str, Any]] = Field(default_factory=list)
-    """Validated rule by rule, so every broken rule is reported at once."""
     tests: list[CaseSpec] = Field(default_factory=list)
+    """Test cases run by ahp-gateway policy test, against this file's rules alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +159,12 @@ class Rule:
     id: str
     file: str
     namespace: str
+    """Reverse-DNS namespace: the default deny code prefix and the effects' extension key."""
     events: tuple[str, ...]
     program: Program
     effect: EffectSpec
     fallback: EffectSpec | None
+    description: str = ""
 
     def applies_to(self, event_type: str) -> bool:
         return any(matches(p, event_type) for p in self.events)
@@ -256,6 +288,9 @@ class Library:
                 if not asked:
                     effects.append({"type": "ask"})
                     asked = True
+                why = _ask_text(rule, chosen)
+                if why and "message" in advertised:
+                    effects.append({"type": "message", "text": why})
             else:
                 effects.append(_effect(chosen, rule))
             if kind == "deny" or chosen is ASK_FOR_DENY:
@@ -287,6 +322,20 @@ def _chosen(rule: Rule, caps: Mapping[str, Any], advertised: Sequence[str]) -> E
     if denies and (chosen is None or chosen.kind not in ("deny", "ask")):
         return UNENFORCEABLE
     return chosen
+
+
+def _ask_text(rule: Rule, chosen: EffectSpec) -> str:
+    """Why a rule asks, for the person asked: the AHP ``ask`` effect carries no text, and
+    ``message`` is the user-facing effect (protocol §6.1), so it goes out beside the ask when the
+    harness advertised it. A deny standing in as an ask gives the deny's reason, a rule's own ask
+    its ``reason``, else its description (nothing without either)."""
+    if chosen is ASK_FOR_DENY:
+        for spec in (rule.effect, rule.fallback):
+            if spec is not None and spec.deny is not None:
+                return spec.deny.reason
+    if chosen.ask is not None and chosen.ask.reason:
+        return " ".join(chosen.ask.reason.split())
+    return " ".join(rule.description.split())
 
 
 def _usable(spec: EffectSpec | None, caps: Mapping[str, Any], advertised: Sequence[str]) -> EffectSpec | None:
@@ -450,7 +499,9 @@ def _load_file(path: Path, engine: Engine, issues: list[Issue]) -> PolicyFile | 
             where = f"{exc.line}:{exc.column}: " if exc.line else ""
             issues.append(Issue(str(path), json_path(items), f"CEL {where}{exc.message}", source.line(list(items))))
             continue
-        rules.append(Rule(rule.id, path.name, spec.namespace, tuple(rule.events), program, rule, rule.fallback))
+        rules.append(
+            Rule(rule.id, path.name, spec.namespace, tuple(rule.events), program, rule, rule.fallback, rule.description)
+        )
     return PolicyFile(path, spec, tuple(rules))
 
 

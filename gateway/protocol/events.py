@@ -85,4 +85,4 @@ MODIFY_TARGETS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "user.message.outbound": {"content": (("message", "messages"), "list")},
 }
 """``user.elicitation.result`` (modify of the parsed MCP form answer) is not applied by the gateway:
-that target is narrowed out of the capabilities sent upstream (README, "Protocol decisions")."""
+that target is narrowed out of the capabilities sent upstream (docs/design/protocol.md, "Protocol decisions")."""

@@ -44,7 +44,7 @@ VARIABLES: dict[str, Any] = {
     "headers": _T.Map(_T.STRING, _T.STRING),
     "facts": _T.Map(_T.STRING, _T.DYN),  # bound by local policies only (gateway.policy.facts)
 }
-"""The declared variables (README, "CEL variables")."""
+"""The declared variables (docs/policies/index.md, "Routing with CEL")."""
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")

@@ -54,7 +54,7 @@ class ContextBuilder:
         headers: Mapping[str, str] | None,
         principal: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
-        """The declared variables except ``event`` (README, "CEL variables"). The principal and
+        """The declared variables except ``event`` (docs/policies/index.md, "Routing with CEL"). The principal and
         the headers do not come from the body, whose NUL scan decides whether the event needs
         sanitising, so they are sanitised here (a claim ``admin\x00x`` must not read as
         ``admin``)."""

@@ -158,6 +158,11 @@ class GatewayServer:
         return self.assembly.gateway if self.assembly is not None else None
 
     @property
+    def lane(self) -> Lane | None:
+        """The main listener's fast lane and its connections (None with ``listen.fastLane: false``)."""
+        return self._lane
+
+    @property
     def recording(self) -> Capture | None:
         """log.capture: the intercepts received, for replay (None when off)."""
         return self.assembly.capture if self.assembly is not None else None

@@ -7,9 +7,11 @@ pipeline from the CPU caches. The fast lane feeds a connection's bytes to the sa
 all traffic: ``POST <listen.path>`` and ``POST /native/<harness>``) and writes
 :func:`gateway.binding.rules.frame` of each answer. The first request the reader hands off, and
 every byte after it, go to an aiohttp handler connected to the transport at that moment, which
-answers as if it had read the connection from that request on (401/403, 404, 405, 413, 415, 400,
-uploads, other native targets, metadata). Requests on one connection are served one at a time,
-in order, so the two never write at once.
+answers as if it had read the connection from that request on (401/403, 404, 405, 413, 415,
+uploads, other native targets, metadata). A head the reader finds malformed is answered here (400,
+close, :data:`gateway.binding.rules.MALFORMED`): aiohttp is handed only whole heads llhttp
+accepted. Requests on one connection are served one at a time, in order, so the two never write
+at once.
 
 Kept from the aiohttp path: authentication from the headers and TLS peer before the body is
 read (reading pauses while it runs; a refused caller's body is discarded as it comes, never
@@ -40,7 +42,7 @@ from gateway.inbound.principal import Principal, Refusal
 from gateway.native.endpoint import handle_native, refused
 from gateway.pipeline.exchange import Exchange
 from gateway.server.guard import refusal_text
-from gateway.server.limits import ConnectionGuard, _Guarded
+from gateway.server.limits import HTTP_LOG, ConnectionGuard, _Guarded
 
 log = logging.getLogger("ahp_gateway")
 
@@ -142,6 +144,7 @@ class FastLane(_Guarded):
         """The request being read was refused from its head and answered: its body is skipped."""
         self._served = False
         """A request was answered on this connection (so, idle, it may close in a drain)."""
+        self._peer: Peer | None = None
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -195,6 +198,16 @@ class FastLane(_Guarded):
             self._advance()
             self._bound()
 
+    @property
+    def handed_off(self) -> bool:
+        """The connection is aiohttp's now (a request that was not the fast lane's came)."""
+        return self._handler is not None
+
+    @property
+    def authenticating(self) -> bool:
+        """The caller is being authenticated from a head whose body has not all come."""
+        return self._auth is not None
+
     def _head_pending(self) -> bool:
         """A request head has begun and is not complete, and nothing is being served."""
         return self._reader.in_head and not self._busy and self._handler is None
@@ -223,15 +236,20 @@ class FastLane(_Guarded):
         transport = self._transport
         if transport is None or self._handler is not None:
             return
-        if self._auth is not None and not self._auth.done():
-            limit = 0  # the caller is not authenticated yet: its body is not read until it is
+        buffered = self._reader.buffered
+        if not buffered:  # nothing held (nearly always, between requests): read on
+            pause = False
+        elif self._auth is not None and not self._auth.done():
+            pause = True  # the caller is not authenticated yet: its body is not read until it is
         else:
-            limit = AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD
-        with contextlib.suppress(Exception):
-            if self._reader.buffered > limit:
+            pause = buffered > (AHEAD if self._busy else self._lane.limits().maxBodyBytes + MAX_HEAD)
+        try:
+            if pause:
                 transport.pause_reading()
             else:
                 transport.resume_reading()
+        except Exception:  # noqa: BLE001 - a closing transport: nothing left to bound
+            return
 
     def _advance(self) -> None:
         """Act on the reader's next event: serve a whole request, hand off one that is not ours."""
@@ -249,6 +267,8 @@ class FastLane(_Guarded):
                 self._arm_body()
         elif isinstance(event, h1.HandOff):
             self._hand_off(event.data)  # the header timer running for that request stays
+        elif isinstance(event, h1.Malformed):
+            self._malformed(event)
         elif isinstance(event, h1.Head):
             self._disarm()  # head complete: the body timeout takes over
             self._authenticate_early(event.headers)
@@ -257,6 +277,17 @@ class FastLane(_Guarded):
             self._cancel_body()
             self._refused, self._served = False, True
             self._next()
+
+    def _malformed(self, event: h1.Malformed) -> None:
+        """A head no HTTP/1.1 parser accepts: 400 and close, answered here (aiohttp never sees
+        it), logged as aiohttp's are (:class:`~gateway.server.limits._ClientErrors`): one DEBUG
+        line naming the error class, never the bytes."""
+        self._disarm()
+        self._cancel_body()
+        self._cancel_idle()
+        HTTP_LOG.debug("malformed HTTP request rejected (%s)", event.reason)
+        refusal = event.refusal
+        self._write(response(refusal.status, refusal.body, TEXT, close=True), True)
 
     def _hand_off(self, data: bytes) -> None:
         """From here on the connection is aiohttp's: its handler reads the handed-off request from
@@ -283,7 +314,7 @@ class FastLane(_Guarded):
         lane, transport = self._lane, self._transport
         if lane.authenticate is None or transport is None:
             return
-        task = self._loop.create_task(lane.authenticate(headers, lane.peer(transport)))
+        task = self._loop.create_task(lane.authenticate(headers, self._caller()))
         self._auth = task
         task.add_done_callback(self._early_outcome)
 
@@ -314,14 +345,14 @@ class FastLane(_Guarded):
         try:
             principal = None
             if lane.authenticate is not None and self._transport is not None:
-                outcome = await (auth if auth is not None else lane.authenticate(headers, lane.peer(self._transport)))
+                outcome = await (auth if auth is not None else lane.authenticate(headers, self._caller()))
                 if isinstance(outcome, Refusal):
                     close = close or lane.draining
                     self._write(_refusal(outcome, close), close)
                     return
                 principal = outcome.as_cel() if outcome.authenticated else None
-            if request.native is None:
-                status, content_type, payload = frame(await self._evaluate(request.body, headers, principal))
+            if request.native is None:  # the one call of the pipeline on this binding
+                status, content_type, payload = frame((await lane.handle(request.body, headers, principal)).answer)
                 media = _MEDIA.get(content_type) if content_type is not None else None
             else:
                 status, payload = await self._native(request.native, request.body, headers, principal)
@@ -339,11 +370,14 @@ class FastLane(_Guarded):
             self._served = True
             self._next()
 
-    async def _evaluate(
-        self, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
-    ) -> bytes | None:
-        """The one call of the pipeline on this binding."""
-        return (await self._lane.handle(body, headers, principal)).answer
+    def _caller(self) -> Peer:
+        """The caller's address and verified certificate: one per connection, read once."""
+        peer = self._peer
+        if peer is None:
+            transport = self._transport
+            assert transport is not None
+            peer = self._peer = self._lane.peer(transport)
+        return peer
 
     async def _native(
         self, native: h1.Native, body: bytes, headers: Mapping[str, str], principal: Mapping[str, Any] | None
@@ -351,7 +385,7 @@ class FastLane(_Guarded):
         """``POST /native/<harness>``, as :mod:`gateway.server.http` serves it."""
 
         async def decide(message: bytes, forwarded: Mapping[str, str]) -> tuple[int, bytes | None]:
-            status, _, payload = frame(await self._evaluate(message, forwarded, principal))
+            status, _, payload = frame((await self._lane.handle(message, forwarded, principal)).answer)
             return status, payload if status == 200 else None
 
         return await handle_native(native.harness, body, headers, decide, event=native.event)

@@ -34,7 +34,6 @@ import logging
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any, cast
 
 import httptools
@@ -42,7 +41,7 @@ from aiohttp import StreamReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
-from gateway.binding.rules import BodyRejected, Decoder, body_timeout_reason
+from gateway.binding.rules import BodyRejected, Decoder, body_timeout_reason, malformed
 from gateway.config.models import Limits
 
 log = logging.getLogger("ahp_gateway")
@@ -105,8 +104,9 @@ HTTP_LOG.addFilter(_ClientErrors())
 class _QuietHandler(RequestHandler):
     """aiohttp's request handler, except that an error answer never quotes the request: aiohttp
     answers a malformed request with its parser's message, which holds the offending bytes (an
-    ``Authorization`` line, say). The answer names the status and the error class only, so no
-    credential is ever echoed to a client (protocol §12)."""
+    ``Authorization`` line, say). The answer is :func:`gateway.binding.rules.malformed`, the same
+    text the fast lane's reader answers with: the status only, so no credential is ever echoed to
+    a client (protocol §12); the error class goes to the DEBUG log (:class:`_ClientErrors`)."""
 
     __slots__ = ()
 
@@ -114,11 +114,7 @@ class _QuietHandler(RequestHandler):
         self, request: Any, status: int = 500, exc: BaseException | None = None, message: str | None = None
     ) -> Any:
         if status != 500:
-            try:
-                phrase = HTTPStatus(status).phrase
-            except ValueError:
-                phrase = "Error"
-            message = f"{status} {phrase} ({exc.__class__.__name__ if exc is not None else 'malformed request'})\n"
+            message = malformed(status).body.decode()  # as the fast lane's reader answers
         return super().handle_error(request, status, exc, message)
 
 

@@ -2,7 +2,7 @@
 connections, parsed by httptools (llhttp, the parser of Node.js and uvicorn).
 
 Why not aiohttp's client here: it cost about 95 µs of CPU per call, as much as the whole
-pipeline (README, "HTTP layer A/B"). Why not pyreqwest: it cannot replace the trust store and
+pipeline (docs/design/performance.md, "HTTP layer A/B"). Why not pyreqwest: it cannot replace the trust store and
 does not abort a cancelled call. This client keeps every guarantee of the HTTP binding:
 
 - no redirects: a 3xx is an answer like any other, never followed;
@@ -486,6 +486,11 @@ class H1Client:
                 timer.cancel()
         finally:
             origin.release(conn)  # aborted unless the answer completed and may be kept alive
+
+    def pool(self) -> dict[OriginKey, tuple[int, int]]:
+        """Per origin the client holds: (connections open, idle ones). An origin with no
+        connection and no waiter is forgotten, so it is not listed."""
+        return {key: (origin.count, len(origin.idle)) for key, origin in self._origins.items()}
 
     def _forget(self, origin: _Origin) -> None:
         if self._origins.get(origin.key) is origin:

@@ -1,6 +1,6 @@
 """The benchmark report's targets (bench/report.py): a throughput ratio is judged on the medians
 and shown in every repetition, and a target one repetition missed is not reported as plainly met
-(the machine's load moves between repetitions; README, Performance → Targets)."""
+(the machine's load moves between repetitions; docs/design/performance.md → Targets)."""
 
 from __future__ import annotations
 

@@ -249,13 +249,12 @@ async def test_pipelining_cannot_make_the_fast_lane_buffer_without_bound(gateway
     send = asyncio.ensure_future(_send_all(writer, flood))
     try:
         await wait_for(lambda: len(stub.received) == 1)
-        # private: GatewayServer and the fast lane (server/app.py, server/fastlane.py) expose no view of their connections
-        lane = server._lane
+        lane = server.lane
         assert lane is not None
-        [connection] = list(lane.connections)
+        assert len(lane.connections) == 1
         for _ in range(20):
             await asyncio.sleep(0.02)
-            assert connection._reader.buffered <= AHEAD + 262144  # one read of the socket at most
+            assert lane.buffered <= AHEAD + 262144  # one read of the socket at most
         assert not send.done()  # the client is held back by TCP, not buffered in the gateway
     finally:
         release.set()
@@ -309,10 +308,9 @@ async def test_a_handed_off_connection_is_not_the_fast_lanes_any_more(gateway_fa
     try:
         writer.write(CASES["GET"])
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        # private: GatewayServer and the fast lane (server/app.py, server/fastlane.py) expose no view of their connections
-        lane = fast._lane
+        lane = fast.lane
         assert lane is not None
-        assert not any(isinstance(c, FastLane) and c._handler is None for c in lane.connections)
+        assert not any(isinstance(c, FastLane) and not c.handed_off for c in lane.connections)
     finally:
         await close(writer)
 
@@ -358,8 +356,7 @@ async def test_a_body_still_on_its_way_is_authenticated_from_the_head_section_12
     try:
         writer.write(authorized[:cut])
         await writer.drain()
-        # private: the fast lane keeps a connection's authentication to itself; the test waits until it is set
-        await wait_for(lambda: bool(fast._lane and any(c._auth is not None for c in fast._lane.connections)))
+        await wait_for(lambda: bool(fast.lane and any(c.authenticating for c in fast.lane.connections)))
         assert len(stub.received) == 1  # the authenticated request above, and not this one yet
         writer.write(authorized[cut:])
         head_bytes = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)

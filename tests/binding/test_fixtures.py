@@ -20,6 +20,7 @@ from gateway.protocol.schemas import load
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config
 from tests.support.events import HARNESS, tool_before
+from tests.support.fixture_events import fixture_event
 from tests.support.paths import VECTORS
 
 FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft"
@@ -85,7 +86,7 @@ async def gw(gateway_factory, stub_factory):
             {"mode": "observe", "events": ["*"], "content": {"default": "body"}},
         ],
     }
-    from tests.unit.telemetry.test_telemetry_capture import Capture
+    from tests.support.telemetry import Capture
 
     capture = Capture()
     server = await gateway_factory(gateway_config([entry]), telemetry=capture)
@@ -128,29 +129,6 @@ async def test_request_fixture(gw, http, fixture_id):
         assert body["id"] == message["id"]
     else:
         assert body["error"]["code"] in (-32600, -32602, -32001, -32002), body
-
-
-def _event(etype: str, event_id: str, case: dict[str, Any]) -> dict[str, Any]:
-    if etype in ("tool.before", "tool.after"):
-        event = tool_before()
-        if etype == "tool.after":
-            event.update(type="tool.after", outcome="ok", execution={"status": "executed"}, items=[])
-    else:
-        note = json.loads((FIXTURES / "http" / f"catalogue-{etype}.valid.json").read_text())
-        event = copy.deepcopy(note["params"]["event"])
-        event["harness"] = dict(HARNESS)
-    event["id"] = event_id
-    current = (case.get("editContext") or {}).get("current", {})
-    if "output" in current:
-        event["items"] = current["output"]
-    if etype == "user.message.outbound" and "content" in current:
-        event["message"]["messages"] = current["content"]
-    if etype == "context.compact.before":
-        event["instructions"] = [
-            {"id": "i1", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "Keep decisions."}
-        ]
-    assert load().event_for[etype].ok(event), (etype, load().event_for[etype].explain(event))
-    return event
 
 
 def _caps(etype: str) -> dict[str, Any]:
@@ -196,7 +174,7 @@ async def test_response_fixture_from_an_upstream(gw, http, fixture_id):
     answer = raw.encode() if isinstance(raw, str) else json.dumps(raw).encode()
     decoded = json.loads(raw.splitlines()[0]) if isinstance(raw, str) else raw
     etype = _response_event(case)
-    event = _event(etype, str(decoded["id"]), case)
+    event = fixture_event(etype, str(decoded["id"]), case)
     gw.stub.answer = lambda r: (200, answer)
     request = {
         "jsonrpc": "2.0",

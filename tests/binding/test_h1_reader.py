@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.binding import h1
-from gateway.binding.h1 import MAX_FIELD, MAX_FIELDS, MAX_HEAD, HandOff, Head, Request, Skipped
+from gateway.binding.h1 import MAX_FIELD, MAX_FIELDS, MAX_HEAD, HandOff, Head, Malformed, Request, Skipped
+from gateway.binding.rules import MALFORMED
 
 LIMIT = 1024
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"x"}'
@@ -31,7 +32,7 @@ def events(*chunks: bytes, skip_heads: bool = False) -> list[object]:
             out.append(event)
             if isinstance(event, Head) and skip_heads:
                 reader.skip()
-            if isinstance(event, HandOff):
+            if isinstance(event, HandOff | Malformed):
                 return out
     return out
 
@@ -61,29 +62,83 @@ HANDED_OFF = {
     "other path": post(line=b"POST /other HTTP/1.1"),
     "HTTP/1.0": post(line=b"POST / HTTP/1.0"),
     "no Host": b"POST / HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
-    "two Content-Length (smuggling)": post(b"Content-Length: 5"),
-    "Content-Length and Transfer-Encoding (smuggling)": post(b"Transfer-Encoding: chunked"),
     "chunked only": b"POST / HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
     "no Content-Length": b"POST / HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n\r\n",
-    "signed Content-Length": post(length=b"+37"),
-    "hex Content-Length": post(length=b"0x25"),
     "over maxBodyBytes": post(body=b"x" * (LIMIT + 1)),
     "text/plain": post(b"X: y").replace(b"application/json", b"text/plain"),
     "Content-Encoding": post(b"Content-Encoding: gzip"),
     "Expect": post(b"Expect: 100-continue"),
     "Upgrade": post(b"Upgrade: websocket", b"Connection: upgrade"),
     "repeated header": post(b"X-A: 1", b"x-a: 2"),
+    "field too long": post(b"X-A: " + b"a" * (MAX_FIELD + 1)),
+    "too many fields": post(*(b"X-%d: v" % i for i in range(MAX_FIELDS))),
+    "absolute-form target": post(line=b"POST http://gw/ HTTP/1.1"),
+}
+"""Valid HTTP/1.1 that is not the fast lane's: the general server serves or refuses it."""
+
+MALFORMED_HEADS = {
+    "two Content-Length (smuggling)": post(b"Content-Length: 5"),
+    "Content-Length and Transfer-Encoding (smuggling)": post(b"Transfer-Encoding: chunked"),
+    "signed Content-Length": post(length=b"+37"),
+    "hex Content-Length": post(length=b"0x25"),
     "bare LF": post().replace(b"Host: gw\r\n", b"Host: gw\n"),
     "bare LF line ending the head": b"POST / HTTP/1.1\r\nHost: gw\n\n",
     "obsolete line folding": post(b"X-A: 1", b" folded"),
     "space before colon": post(b"X-A : 1"),
     "NUL in a value": post(b"X-A: a\x00b"),
-    "field too long": post(b"X-A: " + b"a" * (MAX_FIELD + 1)),
-    "too many fields": post(*(b"X-%d: v" % i for i in range(MAX_FIELDS))),
-    "absolute-form target": post(line=b"POST http://gw/ HTTP/1.1"),
+    "CR alone in a value": post(b"X-A: a\rb"),
+    "non-ASCII in a name": post("X-Caf\u00e9: a".encode()),
     "lowercase method": post(line=b"post / HTTP/1.1"),
+    "malformed GET": b"GET / HTTP/1.1\r\nHost: gw\r\nX-A : 1\r\n\r\n",
+    "TLS on the plain port": b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
 }
+"""Heads llhttp refuses: the reader answers them itself (400, close); none reaches the general server."""
+
+
+@pytest.mark.parametrize("data", MALFORMED_HEADS.values(), ids=MALFORMED_HEADS.keys())
+def test_a_malformed_head_is_refused_by_the_reader_itself_AHP_HTTP_001(data: bytes) -> None:
+    """400 and close (:data:`gateway.binding.rules.MALFORMED`, which quotes nothing of the
+    request); nothing is handed to the general server, and the reader is done."""
+    reader = h1.Reader(b"/")
+    reader.feed(data)
+    event = reader.next_event(LIMIT)
+    assert isinstance(event, Malformed) and event.refusal == MALFORMED
+    assert MALFORMED.status == 400 and MALFORMED.close and MALFORMED.body == b"400 Bad Request (malformed request)\n"
+    assert reader.refused and not reader.handed_off and reader.buffered == 0
+    reader.feed(post())
+    assert reader.next_event(LIMIT) is h1.NEED_DATA and reader.buffered == 0
+
+
+@pytest.mark.parametrize("data", MALFORMED_HEADS.values(), ids=MALFORMED_HEADS.keys())
+def test_a_malformed_head_fed_byte_by_byte_is_refused_never_handed_off_AHP_HTTP_001(data: bytes) -> None:
+    found = events(*(data[i : i + 1] for i in range(len(data))))
+    assert len(found) == 1 and isinstance(found[0], Malformed)
+
+
+def test_a_malformed_head_is_refused_before_it_ends_AHP_HTTP_001() -> None:
+    """Garbage, a bad token or a bare LF is refused as soon as it arrives, not at the header
+    timeout: llhttp reads the incomplete head, each byte once."""
+    for start in (b"\x16\x03\x01", b"POST / HTTP/1.1\r\nHost: gw\r\nX-A : 1", b"POST / HTTP/1.1\r\nHost: gw\nX"):
+        reader = h1.Reader(b"/")
+        reader.feed(start)
+        assert isinstance(reader.next_event(LIMIT), Malformed), start
+
+
+def test_a_valid_head_of_another_request_is_handed_off_only_once_complete_AHP_HTTP_001() -> None:
+    """The general server is given whole heads only (the reader validated them first)."""
+    data = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
+    reader = h1.Reader(b"/")
+    for i in range(len(data) - 1):
+        reader.feed(data[i : i + 1])
+        assert reader.next_event(LIMIT) is h1.NEED_DATA
+    reader.feed(data[-1:])
+    assert reader.next_event(LIMIT) == HandOff(data)
+
+
+def test_a_good_request_then_a_malformed_one_serves_the_first_AHP_HTTP_001() -> None:
+    found = events(post() + post(b"X-A : 1"))
+    assert requests(found) == [BODY] and isinstance(found[-1], Malformed)
 
 
 @pytest.mark.parametrize("data", HANDED_OFF.values(), ids=HANDED_OFF.keys())
@@ -150,14 +205,16 @@ def test_pipelined_requests_fed_byte_by_byte_AHP_HTTP_001() -> None:
 
 
 @pytest.mark.parametrize("cut", range(1, 60))
-def test_a_smuggling_attempt_split_anywhere_is_still_handed_off_whole_AHP_HTTP_001(cut: int) -> None:
+def test_a_smuggling_attempt_split_anywhere_is_refused_whole_AHP_HTTP_001(cut: int) -> None:
+    """Neither request is served or handed on: one 400, and the connection closes."""
     data = post(b"Transfer-Encoding: chunked", body=b"0\r\n\r\nGET /admin HTTP/1.1\r\n\r\n")
-    assert events(data[:cut], data[cut:]) == [HandOff(data)]
+    found = events(data[:cut], data[cut:])
+    assert len(found) == 1 and isinstance(found[0], Malformed)
 
 
 def test_the_reader_is_done_after_a_hand_off_AHP_HTTP_001() -> None:
     reader = h1.Reader(b"/")
-    reader.feed(b"GET / HTTP/1.1\r\n\r\n")
+    reader.feed(b"GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
     assert isinstance(reader.next_event(LIMIT), HandOff) and reader.handed_off
     reader.feed(post())
     assert reader.next_event(LIMIT) == HandOff(post())
@@ -249,3 +306,24 @@ def test_a_refused_body_is_never_stored_whatever_the_pieces_AHP_HTTP_001_section
         if offset + size < first_end:
             assert reader.buffered == 0
     assert found[0] == Skipped() and requests(found) == [b"{}"]
+
+
+FIELD_VALUES = [
+    (b"X-A:   spaced  value \t", "spaced  value"),
+    (b"X-A: a:b: c", "a:b: c"),
+    (b"X-A:", ""),
+    (b"X-A: \t ", ""),
+    (b"X-A:\tv", "v"),
+    ("X-A: caf\u00e9".encode(), "caf\u00e9"),
+    (b"X-A: caf\xe9", "caf\udce9"),  # not UTF-8: kept byte for byte (surrogateescape), as aiohttp
+    (b"x-a: " + b"v " * 2000 + b"w", "v " * 2000 + "w"),
+]
+
+
+@pytest.mark.parametrize(("line", "value"), FIELD_VALUES)
+def test_field_values_lose_only_their_surrounding_whitespace_RFC_9110_section_5_5(line: bytes, value: str) -> None:
+    """The fields are read from the head llhttp validated, one per line, names as sent."""
+    [event] = events(post(line))
+    assert isinstance(event, Request)
+    assert event.headers.getall("x-a") == [value]
+    assert list(event.headers) == ["Host", "Content-Type", "Content-Length", line.split(b":")[0].decode()]

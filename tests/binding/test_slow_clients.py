@@ -281,8 +281,8 @@ def test_readme_configuration_lists_every_limit_with_its_default():
     """The configuration reference shows every ``limits`` key with its real default."""
     from gateway.config.models import Limits
 
-    text = (ROOT / "README.md").read_text()
-    block = text.split("## Configuration", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    block = text.split("```yaml", 1)[1].split("```", 1)[0]
     documented = yaml.safe_load(block)["limits"]
     defaults = {name: field.default for name, field in Limits.model_fields.items()}
     assert documented == defaults

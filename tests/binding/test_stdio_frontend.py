@@ -7,22 +7,20 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from gateway.server.ndjson import Answer, Forward, Framer, Line, LineSplitter, Skip, scan
 from gateway.server.stdio import serve_lines
 from tests.support.client import wait_for
-from tests.support.config import gateway_config, hook, stdio_argv
+from tests.support.config import gateway_config, hook
 from tests.support.events import HARNESS, intercept, result, tool_before
 from tests.support.paths import ROOT, VECTORS
+from tests.support.stdio_run import child_env, run_stdio, write_config
 
 DRAFT_STDIO = VECTORS / "ahp-spec" / "fixtures" / "draft" / "stdio"
 LIMIT = 4096
@@ -209,36 +207,6 @@ async def test_id_null_answers_are_never_written(gateway_factory, stub_factory):
 
 # ------------------------------------------------------------------------------------------------
 # the real process
-
-
-def write_config(tmp_path: Path, hooks: list[dict[str, Any]], **extra: Any) -> Path:
-    cfg = gateway_config(hooks, **extra)
-    cfg.pop("listen")
-    cfg.setdefault("reload", {"watch": False})
-    path = tmp_path / "gateway.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    return {**env, **extra}
-
-
-async def run_stdio(
-    config: Path, stdin: bytes, *, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
-) -> tuple[int, list[bytes], str]:
-    proc = await asyncio.create_subprocess_exec(
-        *stdio_argv(config, *args),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env=child_env() if env is None else env,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.splitlines(), err.decode(errors="replace")
 
 
 def scripted(hook_id: str, mode: str, arg: str = "", *, lifecycle: str = "persistent", **extra: Any) -> dict[str, Any]:

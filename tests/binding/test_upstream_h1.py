@@ -177,8 +177,7 @@ async def test_cancelled_call_aborts_its_connection() -> None:
         with pytest.raises(asyncio.CancelledError):
             await call
         await until(lambda: server.ended == 1)
-        # private: the pool's per-origin state has no public view, and these tests are about that state
-        assert not c._origins  # its one connection is gone, so is the origin's entry
+        assert not c.pool()  # its one connection is gone, so is the origin's entry
 
 
 async def test_server_closing_an_idle_connection_costs_no_failure() -> None:
@@ -186,9 +185,7 @@ async def test_server_closing_an_idle_connection_costs_no_failure() -> None:
         target = Target(server.url, {}, None)
         assert (await c.post(target, b"", b"{}", limit=1 << 20)).status == 200
         await until(lambda: server.ended == 1)
-        # private: the pool's per-origin state has no public view, and this test is about that state
-        origin = next(iter(c._origins.values()))
-        await until(lambda: not origin.idle)  # noticed the close while idle
+        await until(lambda: not any(idle for _open, idle in c.pool().values()))  # noticed the close while idle
         assert (await c.post(target, b"", b"{}", limit=1 << 20)).status == 200
         assert server.connections == 2
 
@@ -232,9 +229,7 @@ async def test_a_cancelled_waiter_frees_its_turn() -> None:
         release.set()
         assert (await first).status == 200
         assert (await asyncio.wait_for(c.post(target, b"", b"{}", limit=1 << 20), 5)).status == 200
-        # private: the pool's per-origin state has no public view, and this test is about that state
-        origin = next(iter(c._origins.values()))
-        assert origin.count == 1 and len(origin.idle) == 1
+        assert list(c.pool().values()) == [(1, 1)]  # one connection, idle again
 
 
 async def test_notification_answer_body_is_never_read() -> None:
@@ -303,10 +298,8 @@ async def test_origins_are_forgotten_when_their_last_connection_ends() -> None:
     """After a reload the old upstreams' TLS contexts are gone; their pool entries must go too."""
     async with Scripted(keep_answering(ok())) as server, client(keepalive=0.05) as c:
         assert (await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20)).status == 200
-        # private: the pool's per-origin state has no public view, and this test is about that state
-        assert len(c._origins) == 1
-        # private: the pool's per-origin state has no public view, and this test is about that state
-        await until(lambda: not c._origins)
+        assert len(c.pool()) == 1
+        await until(lambda: not c.pool())
         assert (await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20)).status == 200
 
 
@@ -344,8 +337,7 @@ async def test_a_deadline_fails_the_answer_with_timeout_and_drops_the_connection
             await c.post(Target(server.url, {}, None), b"", b"{}", limit=1 << 20, deadline=started + 0.2)
         assert loop.time() - started >= 0.2
         await until(lambda: server.ended == 1)
-        # private: the pool's per-origin state has no public view, and this test is about that state
-        assert not c._origins
+        assert not c.pool()
 
 
 async def test_a_deadline_also_bounds_the_wait_for_a_free_connection() -> None:

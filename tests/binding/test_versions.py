@@ -15,15 +15,13 @@ import pytest
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
 from gateway.protocol import schemas, v01
-from tests.binding.test_stdio_frontend import run_stdio, write_config
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, result, tool_before
 from tests.support.paths import ROOT, VECTORS
+from tests.support.stdio_run import run_stdio, write_config
+from tests.support.v01 import CASES, FIXTURES, MANIFEST, fixture, v01_request
 
-FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "0.1.0-draft.1"
-MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())["cases"]
-CASES = {c["id"]: c for c in MANIFEST}
 SYNTHETIC = "org.example.gateway.upstream_unavailable"
 BOTH = ["draft", "0.1"]
 
@@ -35,27 +33,6 @@ def shared_spec() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
-
-
-def fixture(case_id: str) -> Any:
-    text = (VECTORS / "ahp-spec" / CASES[case_id]["path"]).read_text()
-    return text if CASES[case_id]["binding"] == "stdio-jsonl" else json.loads(text)
-
-
-def v01_request(command: str = "git status", caps: list[str] | None = None, **event: Any) -> dict[str, Any]:
-    message = copy.deepcopy(fixture("http.intercept-request.valid"))
-    n = abs(hash((command, json.dumps(event, sort_keys=True)))) % 10**8
-    message["id"] = message["params"]["event"]["id"] = f"evt_v01_{n}"
-    message["params"]["event"]["tool"] = {
-        "callId": f"call_{n}",
-        "name": "Bash",
-        "kind": "shell",
-        "input": {"command": command},
-    }
-    message["params"]["event"].update(event)
-    if caps is not None:
-        message["params"]["capabilities"] = {"effects": caps}
-    return message
 
 
 def v01_hook(hook_id: str, url: str, **extra: Any) -> dict[str, Any]:

@@ -311,12 +311,12 @@ def test_values_example_file_is_complete() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The README's five-minute path uses the names the chart renders
+# The manual's five-minute path (docs/operations/kubernetes.md) uses the names the chart renders
 
 
 def test_readme_local_cluster_commands_match_the_chart(helm: Callable[..., Any], tmp_path: Path) -> None:
-    readme = (CHART.parents[1] / "README.md").read_text()
-    section = readme.split("### Five minutes on a local cluster", 1)[1].split("\n## ", 1)[0]
+    readme = (CHART.parents[1] / "docs" / "operations" / "kubernetes.md").read_text()
+    section = readme.split("## Five minutes on a local cluster", 1)[1].split("\n## ", 1)[0]
     result = helm(
         "template", "gw", CHART, "-n", "ahp", "--set", "image.repository=ahp-gateway", "--set", "image.tag=dev"
     )

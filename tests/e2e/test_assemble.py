@@ -21,8 +21,8 @@ from gateway.config.issues import ConfigError
 from gateway.config.load import load
 from gateway.server.app import GatewayServer
 from gateway.telemetry import NullTelemetry
-from tests.e2e.test_exchange import write_config
 from tests.support.events import intercept, tool_before
+from tests.support.local_policy import write_config
 from tests.support.paths import ROOT
 
 
@@ -61,6 +61,7 @@ async def test_one_shot_runners_get_no_capture_and_no_uploads(tmp_path: Path) ->
     served = Assembly(loaded, telemetry=NullTelemetry(), uploads=True)
     assert served.store is not None and served.forwarder is not None
     assert served.gateway.intercepts.uploads is served.forwarder  # the pipeline re-uploads from the receiver's store
+    # private: the observer keeps its forwarder to itself; the test checks the assembly handed it the one it built
     assert served.gateway.observer._uploads is served.forwarder
     await served.aclose(0.0)
 

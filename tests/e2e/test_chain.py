@@ -10,6 +10,7 @@ import pytest
 from tests.support.client import post
 from tests.support.config import gateway_config, hook
 from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
+from tests.support.events_after import tool_after
 
 DENY = {"type": "deny", "reason": "not allowed", "code": "org.example.policy.no"}
 
@@ -86,12 +87,6 @@ async def test_flow_stop_ends_decision_making(gateway_factory, stub_factory, htt
     _, body = await post(http, gw.url, intercept(tool_before(), ALL_TOOL_BEFORE_CAPS))
     assert body["result"]["effects"] == [{"type": "flow", "operation": "stop", "reason": "enough"}]
     assert b.received == []
-
-
-def tool_after(n: int = 1) -> dict:
-    event = tool_before()
-    event.update(type="tool.after", outcome="ok", execution={"status": "executed"}, items=[])
-    return event
 
 
 TOOL_AFTER_CAPS = {

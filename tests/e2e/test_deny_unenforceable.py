@@ -70,6 +70,9 @@ async def test_cap_001_a_deny_rule_asks_when_the_harness_advertises_ask_but_not_
     gw = await gateway_factory(gateway_config([_local(policy_path, policy)]))
     status, body = await post(http, gw.url, intercept(tool_before("git push --force"), {"effects": ["ask", "message"]}))
     assert status == 200, body
+    # the deny's reason goes to the person asked as a message (issue 29: an ask has no text)
+    assert body["result"]["effects"] == [{"type": "message", "text": "force pushes are not allowed"}, {"type": "ask"}]
+    _, body = await post(http, gw.url, intercept(tool_before("git push --force"), {"effects": ["ask"]}))
     assert body["result"]["effects"] == [{"type": "ask"}], body
 
 

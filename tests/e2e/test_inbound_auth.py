@@ -27,19 +27,9 @@ from gateway.server.app import GatewayServer
 from tests.support.client import metric, raw_exchange, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, tool_before
+from tests.support.inbound import AUDIENCE, oauth_inbound, send
 from tests.support.oauth_server import Client, LoopbackAuthServer
 from tests.support.tokens import TOKEN_A, TOKEN_B, sha, tokens_file
-
-AUDIENCE = "https://gw.example/"
-
-
-async def send(
-    http: aiohttp.ClientSession, url: str, body: Any, headers: dict[str, str] | None = None, **kw: Any
-) -> tuple[int, Any, Any]:
-    data = json.dumps(body).encode()
-    async with http.post(url, data=data, headers={"Content-Type": "application/json", **(headers or {})}, **kw) as r:
-        raw = await r.read()
-        return r.status, (json.loads(raw) if raw and r.content_type == "application/json" else raw), r.headers
 
 
 def tenant_routes(a_url: str, b_url: str) -> list[dict[str, Any]]:
@@ -233,19 +223,6 @@ def auth_server(auth_server: LoopbackAuthServer) -> LoopbackAuthServer:
     auth_server.clients["harness-1"] = Client("harness-1", "harness-secret-9d2", (AUDIENCE,))
     auth_server.extra_claims["harness-1"] = {"tenant": "a"}
     return auth_server
-
-
-def oauth_inbound(auth_server: LoopbackAuthServer, **extra: Any) -> dict[str, Any]:
-    return {
-        "auth": {
-            "type": "oauth",
-            "issuer": auth_server.issuer,
-            "audience": AUDIENCE,
-            "requiredScopes": ["ahp.hooks"],
-            "caFile": auth_server.ca_file,
-            **extra,
-        }
-    }
 
 
 async def client_credentials(http: aiohttp.ClientSession, auth_server: LoopbackAuthServer, resource: str) -> Any:
@@ -470,13 +447,12 @@ def test_explain_with_a_principal_shows_the_tenant_route(tmp_path, capsys):
     assert main(["explain", "--config", str(path), "--event", str(event), "--principal", "{bad"]) == 1
 
 
-def test_the_readme_tenant_example_is_a_valid_configuration() -> None:
+def test_the_manual_tenant_example_is_a_valid_configuration() -> None:
     from gateway.config.models import GatewayConfig
     from gateway.routing.cel import Engine
     from tests.support.paths import ROOT
 
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Authentication") : text.index("## Uploads")]
+    section = (ROOT / "docs" / "operations" / "authentication.md").read_text()
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     cfg = GatewayConfig.model_validate({"id": "org.example.gateway", **yaml.safe_load(block)})
     assert cfg.inbound.auth.type == "bearer"

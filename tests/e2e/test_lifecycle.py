@@ -24,6 +24,7 @@ from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, result, tool_before
 from tests.support.fault_tools import read_response
 from tests.support.paths import ROOT
+from tests.support.processes import admin_ready, free_port, wait_ready
 
 
 def _answer(text):
@@ -177,33 +178,9 @@ async def test_readyz_reports_open_circuits_without_flipping_readiness(gateway_f
     assert 'ahp_gateway_upstream_circuit_open{upstream="org.example.down"} 1.0' in metrics
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ready(admin: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except OSError:
-        return 0
-
-
-def _wait_ready(proc, admin: int) -> None:
-    deadline = time.monotonic() + 30
-    while _ready(admin) != 200:
-        assert proc.poll() is None, "gateway exited early"
-        assert time.monotonic() < deadline, "gateway not ready"
-        time.sleep(0.05)
-
-
 def _serve(upstream: str, tmp_path, drain_delay: float) -> tuple[subprocess.Popen[bytes], int, int]:
     """``gateway serve`` in its own process on one upstream: (process, port, admin port)."""
-    port, admin = _free_port(), _free_port()
+    port, admin = free_port(), free_port()
     cfg = gateway_config(
         [hook("org.example.a", upstream)],
         shutdown={"drainDelaySeconds": drain_delay, "drainTimeoutSeconds": 10},
@@ -225,7 +202,7 @@ async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_
     stub = await stub_factory(slow)
     proc, port, admin = _serve(stub.url, tmp_path, drain_delay=2.0)
     try:
-        await asyncio.to_thread(_wait_ready, proc, admin)
+        await asyncio.to_thread(wait_ready, proc, admin)
         url = f"http://127.0.0.1:{port}/"
         ok, refused, broken = [], [], []
         stop = asyncio.Event()
@@ -254,7 +231,7 @@ async def test_sigterm_drains_under_load_and_loses_no_request(stub_factory, tmp_
         proc.send_signal(signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 1.5
-        while await asyncio.to_thread(_ready, admin) != 503:  # not ready at once...
+        while await asyncio.to_thread(admin_ready, admin) != 503:  # not ready at once...
             assert loop.time() < deadline
             await asyncio.sleep(0.02)
         before = len(ok)
@@ -283,7 +260,7 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
     stub = await stub_factory()
     proc, port, admin = _serve(stub.url, tmp_path, drain_delay=0.2)
     try:
-        await asyncio.to_thread(_wait_ready, proc, admin)
+        await asyncio.to_thread(wait_ready, proc, admin)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         body = json.dumps(intercept(tool_before())).encode()
         head = f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -322,7 +299,7 @@ async def test_a_connection_accepted_before_the_listener_closed_has_its_request_
 
 async def test_workers_share_the_port_and_aggregate_metrics(stub_factory, tmp_path):
     stub = await stub_factory()
-    port, admin = _free_port(), _free_port()
+    port, admin = free_port(), free_port()
     cfg = gateway_config([hook("org.example.a", stub.url)], shutdown={"drainDelaySeconds": 0}, log={"decisions": "off"})
     cfg["listen"]["port"], cfg["admin"]["port"] = port, admin
     (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(cfg))
@@ -333,7 +310,7 @@ async def test_workers_share_the_port_and_aggregate_metrics(stub_factory, tmp_pa
         env=env,
     )
     try:
-        await asyncio.to_thread(_wait_ready, proc, admin)
+        await asyncio.to_thread(wait_ready, proc, admin)
         pids = set()
         deadline = time.monotonic() + 20
         while len(pids) < 2:

@@ -11,22 +11,22 @@ import os
 import shlex
 import socket
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
-from gateway.config.load import load
 from gateway.native import HARNESSES
 from gateway.native.command import main as hook_main
 from gateway.native.snippets import snippet
 from gateway.server.app import GatewayServer
 from tests.support.client import post
+from tests.support.native_gateway import default_gateway, hook
 from tests.support.native_payloads import ALL, event_of
 from tests.support.paths import ROOT
+
+__all__ = ["default_gateway"]  # the module-scoped gateway fixture (tests/support/native_gateway.py)
 
 FORCE_PUSH = "git push --force origin main"
 POLICY_REASON = "Force-pushing to a protected branch"
@@ -49,35 +49,6 @@ def shell_payload(harness: str, command: str) -> tuple[dict[str, Any], str | Non
     else:
         payload[path[0]][path[1]] = command
     return payload, event_of(harness, key)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def default_gateway() -> AsyncIterator[GatewayServer]:
-    """One gateway with the bundled configuration for the module (compiling the policy library
-    takes seconds); tests using it run on the module's event loop."""
-    server = GatewayServer(load(None), port=0, admin_port=0)
-    await server.start()
-    yield server
-    await server.stop()
-
-
-async def hook(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AHP_GATEWAY_")}
-    environment.update(PYTHONPATH=str(ROOT), **(env or {}))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "hook",
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=environment,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def denial_text(harness: str, code: int, out: str, err: str) -> str:
@@ -136,7 +107,7 @@ async def test_gateway_down_denies_by_default_and_allows_on_request() -> None:
 @pytest.mark.spec("AHP-FAIL-001")
 @pytest.mark.parametrize("harness", HARNESSES)
 async def test_gateway_down_and_slow_give_the_exact_native_denial(harness: str) -> None:
-    from tests.unit.native.test_native_answers import FAIL_DENY, SYNTHETIC
+    from tests.support.native_answers import FAIL_DENY, SYNTHETIC
 
     key, code, stdout = FAIL_DENY[harness]
     payload, event = shell_payload(harness, "ls -la")

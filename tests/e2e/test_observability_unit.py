@@ -139,7 +139,7 @@ async def test_opentelemetry_spans_when_enabled(gateway_factory, stub_factory, h
 
 
 async def test_a_failing_telemetry_sink_never_breaks_a_decision(gateway_factory, stub_factory, http):
-    from tests.unit.telemetry.test_telemetry_capture import Capture
+    from tests.support.telemetry import Capture
 
     class Broken(Capture):
         def settled(self, decision, trace=None):

@@ -8,11 +8,8 @@ import asyncio
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config
 from tests.support.events import intercept, result, tool_before
-from tests.unit.telemetry.test_telemetry_capture import Capture
-
-
-def note(event):
-    return {"jsonrpc": "2.0", "method": "hooks/observe", "params": {"protocolVersion": "draft", "event": event}}
+from tests.support.observe import note, observer
+from tests.support.telemetry import Capture
 
 
 def both(hook_id, url, policy="fail-closed"):
@@ -28,14 +25,6 @@ def both(hook_id, url, policy="fail-closed"):
                 "content": {"default": "body"},
             },
         ],
-    }
-
-
-def observer(hook_id, url, content="body"):
-    return {
-        "id": hook_id,
-        "transport": {"type": "http", "url": url},
-        "subscriptions": [{"mode": "observe", "events": ["*"], "content": {"default": content}}],
     }
 
 

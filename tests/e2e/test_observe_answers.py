@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from tests.e2e.test_observe import note, observer
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config
 from tests.support.events import tool_before
-from tests.unit.telemetry.test_telemetry_capture import Capture
+from tests.support.observe import note, observer
+from tests.support.telemetry import Capture
 
 OFFERED = 256 * 1024 * 1024
 """What the hostile observer offers to send (with an honest Content-Length)."""

@@ -14,7 +14,7 @@ from gateway.protocol.schemas import load as load_schemas
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
-from tests.unit.telemetry.test_telemetry_capture import Capture
+from tests.support.telemetry import Capture
 
 
 def metric(gw, name: str, **labels: str) -> float:

@@ -111,7 +111,7 @@ async def test_local_backend_sits_at_its_position_in_the_chain(gateway_factory, 
 async def test_the_rule_memo_keys_by_the_event_as_modified_before_the_local_backend(
     gateway_factory, stub_factory, http, policy_file
 ):
-    """README "The local policy backend" (the rule-result memo): results are remembered by what
+    """docs/policies/index.md ("The local policy backend") (the rule-result memo): results are remembered by what
     the rules read of the event *the local backend receives*, so an event an earlier upstream
     rewrote is never answered from the entry of the event the harness sent, nor the other way."""
     rewrite = {"on": False}

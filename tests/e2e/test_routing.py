@@ -8,7 +8,7 @@ import json
 from tests.support.client import post
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, result, tool_before
-from tests.unit.telemetry.test_telemetry_capture import Capture
+from tests.support.telemetry import Capture
 
 
 async def test_hook_and_subscription_when(gateway_factory, stub_factory, http):

@@ -1,5 +1,5 @@
 """Settlement rules pinned against the pure code (gateway/settle/, gateway/protocol/), plus the
-two documented behaviours of README "Synthetic denials and settled state" end to end.
+two documented behaviours of docs/design/settlement.md ("Synthetic denials and settled state") end to end.
 
 Each test names the requirement it pins; together they kill single-line mutations of acceptance,
 folding, collapse and projection that the broader suites let survive."""
@@ -18,10 +18,10 @@ from gateway.settle.accept import Expectation, accept, apply_modifications, json
 from gateway.settle.collapse import collapse, synthetic_deny
 from gateway.settle.fold import ChainState
 from gateway.settle.reply import Accepted, Failure, FailureClass, Reply
-from tests.e2e.test_chain import tool_after
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
+from tests.support.events_after import tool_after
 
 SCHEMAS = schemas.load()
 UPSTREAM = "org.example.up"
@@ -319,7 +319,7 @@ async def test_failure_classes_label_metrics_and_the_decision_log(gateway_factor
     assert labels <= {f.value for f in FailureClass}
 
 
-# --- README "Synthetic denials and settled state" ---------------------------------------------------------
+# --- docs/design/settlement.md ("Synthetic denials and settled state") ---------------------------------------------------------
 
 
 @pytest.mark.spec("AHP-FAIL-001")
@@ -602,7 +602,7 @@ COMPACT_CAPS = {
 
 
 def _compaction(effect: dict[str, Any], sent_parts: Any) -> Accepted | Failure:
-    from tests.binding.test_fixtures import _event
+    from tests.support.fixture_events import fixture_event as _event
 
     event = _event("context.compact.before", "evt-compact", {})
     sent = {k: v for k, v in event.items() if k != "instructions"}

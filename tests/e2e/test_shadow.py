@@ -8,7 +8,7 @@ import asyncio
 from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import ALL_TOOL_BEFORE_CAPS, intercept, result, tool_before
-from tests.unit.telemetry.test_telemetry_capture import Capture
+from tests.support.telemetry import Capture
 
 SCENARIOS = [
     ("git status", []),

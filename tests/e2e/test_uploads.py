@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 from aiohttp import web
@@ -22,6 +21,7 @@ from tests.support.client import metric, raw_exchange
 from tests.support.config import gateway_config
 from tests.support.events import intercept
 from tests.support.tokens import TOKEN_A, TOKEN_B, tokens_file
+from tests.support.upload_calls import call, upload, upload_url
 from tests.support.uploads import EVENT_TOKEN, PNG, UPLOAD_TOKEN, image_part, model_request, upload_hook
 
 
@@ -58,29 +58,6 @@ async def upload_gateway(gateway_factory, stub_factory, receiver_factory, tmp_pa
     )
     gw = await gateway_factory(cfg)
     return gw, a, b, receiver
-
-
-def upload_url(gw: Any) -> str:
-    return gw.url.rstrip("/") + "/uploads"
-
-
-async def upload(
-    http: aiohttp.ClientSession, gw: Any, data: bytes, token: str | None = TOKEN_A, **headers: str
-) -> tuple[int, Any]:
-    sent = {"Content-Type": "application/octet-stream", "AHP-Content-SHA256": hashlib.sha256(data).hexdigest()}
-    if token is not None:
-        sent["Authorization"] = f"Bearer {token}"
-    sent.update(headers)
-    async with http.post(upload_url(gw), data=data, headers=sent) as response:
-        raw = await response.read()
-        return response.status, (json.loads(raw) if response.content_type == "application/json" else raw)
-
-
-async def call(http: aiohttp.ClientSession, gw: Any, event: dict[str, Any], token: str = TOKEN_A) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-    async with http.post(gw.url, data=json.dumps(intercept(event)), headers=headers) as response:
-        assert response.status == 200
-        return await response.json()  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------------------------------------

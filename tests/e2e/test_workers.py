@@ -21,9 +21,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.server.workers import CRASH_LOOP_EXIT, RestartPolicy
-from tests.e2e.test_lifecycle import _free_port, _wait_ready
 from tests.support.config import gateway_config, hook
 from tests.support.paths import ROOT
+from tests.support.processes import free_port, wait_ready
 
 SUPERVISOR = (
     "import logging, sys\n"
@@ -77,7 +77,7 @@ def _occupied(port: int) -> socket.socket:
 
 
 def test_a_worker_crashing_at_start_backs_off_and_the_supervisor_exits_non_zero(tmp_path) -> None:
-    port, admin = _free_port(), _free_port()
+    port, admin = free_port(), free_port()
     blocker = _occupied(port)
     proc = _supervisor(_config(tmp_path, port, admin, [hook("org.example.a", "http://127.0.0.1:9/")]), 1, 3)
     try:
@@ -93,7 +93,7 @@ def test_a_worker_crashing_at_start_backs_off_and_the_supervisor_exits_non_zero(
 
 
 def test_a_worker_that_crashed_is_restarted_once_its_cause_is_gone(tmp_path) -> None:
-    port, admin = _free_port(), _free_port()
+    port, admin = free_port(), free_port()
     blocker = _occupied(port)
     proc = _supervisor(_config(tmp_path, port, admin, [hook("org.example.a", "http://127.0.0.1:9/")]), 2, 50)
     lines: list[str] = []
@@ -111,7 +111,7 @@ def test_a_worker_that_crashed_is_restarted_once_its_cause_is_gone(tmp_path) -> 
     try:
         assert crashed.wait(60), "".join(lines)
         blocker.close()
-        _wait_ready(proc, admin)
+        wait_ready(proc, admin)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
@@ -161,7 +161,7 @@ def _process_pids(admin: int) -> set[int]:
 @pytest.mark.spec("AHP-REG-001")
 async def test_workers_export_their_process_metrics_and_drop_removed_circuits(stub_factory, tmp_path) -> None:
     stub = await stub_factory()
-    port, admin = _free_port(), _free_port()
+    port, admin = free_port(), free_port()
     both = [hook("org.example.a", stub.url), hook("org.example.b", stub.url)]
     config = _config(tmp_path, port, admin, both)
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
@@ -176,7 +176,7 @@ async def test_workers_export_their_process_metrics_and_drop_removed_circuits(st
         return {dict(k)["upstream"] for k in _scrape(admin).get("ahp_gateway_upstream_circuit_open", {})}
 
     try:
-        await asyncio.to_thread(_wait_ready, proc, admin)
+        await asyncio.to_thread(wait_ready, proc, admin)
         workers = await asyncio.to_thread(_worker_pids, admin)
         # every scrape, whichever worker answers, shows both workers' process series
         for _ in range(6):

@@ -186,8 +186,11 @@ def git_project(project: Path) -> None:
 
 
 class Run:
-    def __init__(self, code: int, out: str, err: str, project: Path, tool_results: list[str]) -> None:
+    def __init__(
+        self, code: int, out: str, err: str, project: Path, tool_results: list[str], hung: bool = False
+    ) -> None:
         self.code, self.out, self.err, self.project, self.tool_results = code, out, err, project, tool_results
+        self.hung = hung  # still running at the deadline (then killed with its process group)
 
     def ran(self, marker: str) -> bool:
         return (self.project / marker).exists()
@@ -207,36 +210,54 @@ async def run_agent(
     proxy: RefusingProxy,
     command: str,
     timeout_s: float = RUN_TIMEOUT_S,
+    may_hang: bool = False,
+    stdin_open: bool = False,
 ) -> Run:
     """One agent run in its own process group (killed whole on a timeout and afterwards, for any
-    hook or shell it left behind); fails when anything tried to leave loopback."""
+    hook or shell it left behind); fails when anything tried to leave loopback. A run still
+    going after ``timeout_s`` fails the test, unless ``may_hang``: then it is a ``hung`` run.
+    stdin is ``/dev/null`` (at EOF), or with ``stdin_open`` a pipe nobody writes to or closes (a
+    terminal nobody answers, a CI step whose stdin stays open)."""
     model.command, model.tool_results = command, []
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
         env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE if stdin_open else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+
+    async def outputs() -> tuple[bytes, bytes]:  # not communicate(): it would close stdin
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+        await proc.wait()
+        return out, err
+
+    hung = False
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        out, err = await asyncio.wait_for(outputs(), timeout_s)
     except TimeoutError:
         os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
-        pytest.fail(f"{name} did not finish within {timeout_s} s (model requests: {model.requests})")
+        if not may_hang:
+            pytest.fail(f"{name} did not finish within {timeout_s} s (model requests: {model.requests})")
+        hung, out, err = True, b"", b""
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if proc.stdin is not None:
+            proc.stdin.close()
     assert not proxy.attempts, f"a connection tried to leave loopback: {proxy.attempts}"
-    return Run(proc.returncode or 0, out.decode(), err.decode(), cwd, list(model.tool_results))
+    return Run(proc.returncode or 0, out.decode(), err.decode(), cwd, list(model.tool_results), hung)
 
 
-async def native_requests(gateway: GatewayServer, harness: str) -> float:
-    """``ahp_gateway_native_requests_total{harness=...}``, summed over its other labels."""
+async def native_requests(gateway: GatewayServer, harness: str, **labels: str) -> float:
+    """``ahp_gateway_native_requests_total{harness=...}``, summed over its other labels (or only
+    those series with ``labels``, e.g. ``event_type="tool.before", outcome="ask"``)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.admin_port)
     writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     text = (await reader.read()).decode()
@@ -244,7 +265,8 @@ async def native_requests(gateway: GatewayServer, harness: str) -> float:
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("ahp_gateway_native_requests_total{") and f'harness="{harness}"' in line
+        if line.startswith("ahp_gateway_native_requests_total{")
+        and all(f'{k}="{v}"' in line for k, v in {"harness": harness, **labels}.items())
     )
 
 

@@ -5,7 +5,7 @@ a fake Anthropic Messages API on loopback (streamed with SSE) that makes the mod
 with the command a test chooses and finish after the tool result. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
 absent) and the model got the policy's reason, a benign command ran, the HTTP hook denies too, and
-with the gateway down both kinds of hook block (the README's failure table).
+with the gateway down both kinds of hook block (the failure table of docs/agents/claude-code.md).
 
 The npm package's ``claude`` is a stub that its postinstall replaces; with ``npm ci
 --ignore-scripts`` the tests run the platform package's native binary directly (it needs no node
@@ -46,13 +46,40 @@ from tests.harnesses.common import (
 HARNESS = "claude-code"
 
 
+def native_packages(system: str, machine: str) -> list[str]:
+    """The pinned package's optional platform packages that can hold this machine's ``claude``
+    (npm installs the one whose ``os``/``cpu``/``libc`` match: ``-musl`` on Alpine and other musl
+    systems), in the order the package's own installer prefers them."""
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine.lower())
+    os_name = {"Linux": "linux", "Darwin": "darwin"}.get(system)
+    if arch is None or os_name is None:
+        return []
+    base = f"claude-code-{os_name}-{arch}"
+    return [base, f"{base}-musl"] if os_name == "linux" else [base]
+
+
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
-    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
-    binary = installed(HARNESS) / "node_modules" / "@anthropic-ai" / f"claude-code-linux-{arch}" / "claude"
-    if not binary.exists():
-        pytest.skip(f"no native Claude Code binary for {platform.system()} {platform.machine()} in the pinned package")
-    return binary
+    scope = installed(HARNESS) / "node_modules" / "@anthropic-ai"
+    names = native_packages(platform.system(), platform.machine())
+    for name in names:
+        if (scope / name / "claude").is_file():
+            return scope / name / "claude"
+    looked = ", ".join(f"@anthropic-ai/{n}" for n in names) or "none exists for it"
+    pytest.skip(f"no native Claude Code binary for {platform.system()} {platform.machine()} (looked for: {looked})")
+
+
+async def test_native_packages_cover_glibc_and_musl() -> None:
+    """The fixture finds the binary wherever npm put it: glibc and musl Linux, macOS, both CPUs;
+    every name it looks for is an optional dependency of the pinned package."""
+    lock = json.loads((Path(__file__).parent / HARNESS / "package-lock.json").read_text())
+    optional = {k.rsplit("/", 1)[1] for k, v in lock["packages"].items() if v.get("optional")}
+    assert native_packages("Linux", "x86_64") == ["claude-code-linux-x64", "claude-code-linux-x64-musl"]
+    assert native_packages("Linux", "aarch64") == ["claude-code-linux-arm64", "claude-code-linux-arm64-musl"]
+    assert native_packages("Darwin", "arm64") == ["claude-code-darwin-arm64"]
+    assert native_packages("Windows", "AMD64") == []
+    for system, machine in [("Linux", "x86_64"), ("Linux", "aarch64"), ("Darwin", "arm64"), ("Darwin", "x86_64")]:
+        assert set(native_packages(system, machine)) <= optional
 
 
 def _text(content: Any) -> str:
@@ -194,7 +221,7 @@ async def test_the_permission_hook_alone_denies(
 async def test_gateway_down_blocks_the_prompt(
     claude_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: with the gateway stopped the command adapter denies
+    """The failure table of docs/agents/claude-code.md: with the gateway stopped the command adapter denies
     UserPromptSubmit by itself (--on-error deny), so the model is never asked."""
     hooks = hook_config(HARNESS, f"http://127.0.0.1:{closed_port()}/")
     model.requests.clear()

@@ -36,6 +36,7 @@ from tests.harnesses.common import (
     denies_a_force_push_and_runs_a_benign_command,
     hook_config,
     installed,
+    native_requests,
     run_agent,
     serve,
 )
@@ -151,7 +152,7 @@ async def test_http_hook_denies_through_the_native_endpoint(
 async def test_gateway_down_blocks(
     kind: str, copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: with the gateway stopped the command adapter denies by itself
+    """The failure table of docs/agents/copilot.md: with the gateway stopped the command adapter denies by itself
     (--on-error deny), and Copilot 1.0.102 denies when its HTTP hook's connection is refused."""
     down = f"http://127.0.0.1:{closed_port()}/"
     hooks = hook_config(HARNESS, down, *(["--http"] if kind == "http" else []))
@@ -170,9 +171,11 @@ async def test_ask_in_a_headless_run(
     gateway: GatewayServer,
     tmp_path: Path,
 ) -> None:
-    """issue 29: a rule's ask reaches ``copilot -p`` with a reason (it showed "No reason
-    provided"); Copilot denies it, nobody being there to confirm. With ``--non-interactive`` the
-    model gets the asking rule's own fallback reason instead."""
+    """issue 29: a rule's ask reaches ``copilot -p`` with the asking rule's own reason (its
+    description, sent by the bundled policy as a ``message`` beside the ``ask``, which has no
+    text; before, "No reason provided" and then a generic reason); Copilot denies it, nobody
+    being there to confirm, and the model reads that reason (Copilot 1.0.102 elides the middle
+    of a long one). With ``--non-interactive`` the model gets the asking rule's fallback deny."""
     hooks = hook_config(HARNESS, gateway.url, *(["--non-interactive"] if non_interactive else []))
     command = "touch asked.marker && rm -rf /opt/ahp-harness-does-not-exist"  # the bundled policy asks
     run = await run_copilot(copilot_bin, model, proxy, tmp_path, hooks, command)
@@ -180,5 +183,22 @@ async def test_ask_in_a_headless_run(
     if non_interactive:
         expected = "Denied by preToolUse hook: Recursive deletes outside the workspace"
     else:
-        expected = "(unable to ask user for confirmation): The policy gateway asks for confirmation"
+        expected = "(unable to ask user for confirmation): Recursive deletes outside the workspace"
     assert any(expected in r for r in run.tool_results), run.tool_results
+
+
+async def test_a_message_without_a_decision_is_not_shown_by_copilot(
+    copilot_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
+) -> None:
+    """What docs/agents/copilot.md says of preToolUse: a ``message`` with no ask or deny has no
+    Copilot field; the adapter writes it to the hook's stderr, and Copilot 1.0.102 shows it
+    neither to the model nor in its output. (The bundled policy's force-with-lease tip on a
+    force push to a feature branch.)"""
+    hooks = hook_config(HARNESS, gateway.url)
+    before = await native_requests(gateway, HARNESS, event_type="tool.before", outcome="message")
+    run = await run_copilot(
+        copilot_bin, model, proxy, tmp_path, hooks, "touch tip.marker && git push -f origin feature-x"
+    )
+    assert await native_requests(gateway, HARNESS, event_type="tool.before", outcome="message") == before + 1
+    assert run.ran("tip.marker")  # nothing blocked
+    assert not any("force-with-lease" in text for text in [*run.tool_results, run.out, run.err])

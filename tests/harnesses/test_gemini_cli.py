@@ -6,8 +6,9 @@ prints, against a fake Gemini API on loopback (``generateContent`` and
 chooses and finish after the tool result; side requests that ask for JSON (the CLI's classifiers)
 get an instance of the request's schema. Checks: the hook fired
 (``ahp_gateway_native_requests_total``), a denied force push did not run (its marker file is
-absent) and the model got the policy's reason, a benign command ran, and with the gateway down the
-adapter blocks (the README's failure table).
+absent) and the model got the policy's reason, a benign command ran, what an ``ask`` does in a
+headless run with and without ``--non-interactive``, and with the gateway down the adapter blocks
+(the failure table of docs/agents/gemini.md).
 
 Nothing leaves loopback: telemetry, usage statistics and auto-update are off in
 ``~/.gemini/settings.json``, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` point at a recording proxy that
@@ -37,6 +38,7 @@ from tests.harnesses.common import (
     git_project,
     hook_config,
     installed,
+    native_requests,
     run_agent,
     serve,
 )
@@ -134,8 +136,18 @@ def model() -> Iterator[FakeModel]:
 
 
 async def run_gemini(
-    binary: Path, model: FakeModel, proxy: RefusingProxy, tmp: Path, hooks: dict[str, Any], command: str
+    binary: Path,
+    model: FakeModel,
+    proxy: RefusingProxy,
+    tmp: Path,
+    hooks: dict[str, Any],
+    command: str,
+    *,
+    hang_after_s: float | None = None,
+    stdin_open: bool = False,
 ) -> Run:
+    """``hang_after_s``: a run still going after that long is returned as ``hung`` (killed with
+    its process group) instead of failing the test; ``stdin_open``: see :func:`run_agent`."""
     home, project = tmp / "home", tmp / "project"
     git_project(project)
     (home / ".gemini").mkdir(parents=True)
@@ -150,7 +162,12 @@ async def run_gemini(
         "GEMINI_CLI_NO_RELAUNCH": "true",  # one node process, not a relaunched child: faster start
     }
     argv = [str(binary), "-p", "Run the command.", "--yolo", "--output-format", "json", "-m", MODEL]
-    return await run_agent(HARNESS, argv, cwd=project, env=env, model=model, proxy=proxy, command=command)
+    if hang_after_s is None:
+        return await run_agent(HARNESS, argv, cwd=project, env=env, model=model, proxy=proxy, command=command)
+    return await run_agent(
+        HARNESS, argv, cwd=project, env=env, model=model, proxy=proxy, command=command,
+        timeout_s=hang_after_s, may_hang=True, stdin_open=stdin_open,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------- the tests
@@ -171,7 +188,7 @@ async def test_command_hook_denies_a_force_push_and_runs_a_benign_command(
 async def test_gateway_down_blocks_the_tool(
     gemini_bin: Path, model: FakeModel, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
-    """The README's failure table: BeforeTool alone with the gateway stopped, the adapter denies
+    """The failure table of docs/agents/gemini.md: BeforeTool alone with the gateway stopped, the adapter denies
     the call by itself (--on-error deny)."""
     hooks = hook_config(HARNESS, f"http://127.0.0.1:{closed_port()}/", "--non-interactive")
     hooks["hooks"] = {"BeforeTool": hooks["hooks"]["BeforeTool"]}
@@ -193,13 +210,48 @@ async def test_gateway_down_blocks_the_prompt(
     assert any("Agent execution blocked" in w and "policy gateway could not be reached" in w for w in warnings), run.out
 
 
-async def test_ask_in_a_headless_run_gets_the_rules_fallback(
-    gemini_bin: Path, model: FakeModel, proxy: RefusingProxy, gateway: GatewayServer, tmp_path: Path
+# How long an asking run may go on before it counts as hung: several times what a whole run with
+# a denied call takes here (5 to 8 s on a busy two-core machine).
+HANG_AFTER_S = 25.0
+
+
+@pytest.mark.parametrize(("stdin", "non_interactive"), [("open", False), ("at-eof", False), ("open", True)], ids=str)
+async def test_ask_in_a_headless_run(
+    stdin: str,
+    non_interactive: bool,
+    gemini_bin: Path,
+    model: FakeModel,
+    proxy: RefusingProxy,
+    gateway: GatewayServer,
+    tmp_path: Path,
 ) -> None:
-    """With ``--non-interactive`` an asking rule's fallback deny reaches the model (without it
-    headless Gemini would wait forever on the confirmation)."""
-    hooks = hook_config(HARNESS, gateway.url, "--non-interactive")
+    """A rule's ``ask`` in ``gemini -p --yolo --output-format json`` (Gemini CLI 0.61.0), where
+    the BeforeTool hook answers ``ask`` and Gemini wants a confirmation nobody can give:
+
+    - stdin open (a terminal nobody answers, a CI step whose stdin stays open): Gemini waits,
+      still running at the deadline (then killed with its process group);
+    - stdin at EOF (``< /dev/null``): Gemini exits 0 with no output at all (no JSON result);
+    - in both, the command does not run and the model is never answered.
+
+    With ``--non-interactive`` the asking rule's fallback deny, with its reason, reaches the
+    model and the run ends normally, stdin open or not."""
+    hooks = hook_config(HARNESS, gateway.url, *(["--non-interactive"] if non_interactive else []))
     command = "touch asked.marker && rm -rf /opt/ahp-harness-does-not-exist"  # the bundled policy asks
-    run = await run_gemini(gemini_bin, model, proxy, tmp_path, hooks, command)
+    outcome = "deny" if non_interactive else "ask"
+    before = await native_requests(gateway, HARNESS, event_type="tool.before", outcome=outcome)
+    run = await run_gemini(
+        gemini_bin, model, proxy, tmp_path, hooks, command, hang_after_s=HANG_AFTER_S, stdin_open=stdin == "open"
+    )
+    # the BeforeTool hook reached the gateway, which answered as expected
+    assert await native_requests(gateway, HARNESS, event_type="tool.before", outcome=outcome) == before + 1
     assert not run.ran("asked.marker"), run.tool_results
-    assert run.got("Recursive deletes outside the workspace"), run.tool_results
+    if non_interactive:
+        assert (run.hung, run.code) == (False, 0), (run.out, run.err)
+        assert json.loads(run.out)["response"] == "Done."
+        assert run.got("Recursive deletes outside the workspace"), run.tool_results
+        return
+    assert run.tool_results == []  # the model was never answered
+    if stdin == "open":
+        assert run.hung, ("gemini -p ended after an ask", run.code, run.out, run.err)
+    else:
+        assert (run.hung, run.code, run.out) == (False, 0, ""), run.err

@@ -371,7 +371,7 @@ def readme_table(heading: str, path: Any = README) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     ("path", "heading"),
-    [(README, "## Metrics"), (README.parent.parent / "README.md", "## Observability")],
+    [(README, "## Metrics"), (README.parent.parent / "docs" / "operations" / "observability.md", "# Observability")],
     ids=["grafana", "project"],
 )
 def test_readme_documents_every_metric_exactly(path: Any, heading: str) -> None:

@@ -4,7 +4,7 @@ variable of local policies).
 Matching regular expressions against a raw command string cannot keep up with the shell: quoting,
 wrappers, variables, globs and pipelines each give an attacker another spelling. So the event's
 tool call is parsed here (:mod:`shell` with tree-sitter-bash, :mod:`paths`, :mod:`hosts`,
-:mod:`tools`) and the rules test the structure. Shape (README, "Policy-as-code")::
+:mod:`tools`) and the rules test the structure. Shape (docs/policies/index.md)::
 
     facts.tool      {name, short, kind, server}      kind: shell|read|edit|write|search|list|fetch|patch|other
     facts.paths     [normalized paths of the tool input]   facts.raw_paths  [as given]
@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.policy.facts import effects, shell, tools
+from gateway.policy.facts import effects, powershell, shell, tools
 from gateway.policy.facts import paths as pathmod
 
 __all__ = ["INPUTS", "derived_variables", "describe_facts", "for_event", "references_facts", "with_facts"]
@@ -110,8 +110,10 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     commands: list[dict[str, Any]] = []
     reasons: list[str] = []
     present = False
+    ps = False
     if kind == "shell":
-        text = tools.command_text(inp, "powershell" in name.lower() or "pwsh" in name.lower())
+        ps = "powershell" in name.lower() or "pwsh" in name.lower()
+        text = tools.command_text(inp, ps)
         if text is not None and text.strip():
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
@@ -122,6 +124,8 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     found = [] if kind == "shell" else effects.of_tool(kind, short, paths, globs, hosts, inp)
     for command in commands:
         found += command.pop("effects")
+    if ps:
+        found += powershell.expression_effects(tools.command_text(inp, False) or "", short, [])
     return {
         "tool": {"name": name.lower(), "short": short, "kind": kind, "server": tools.server_of(tool)},
         "paths": paths,

@@ -128,6 +128,8 @@ def analyze(language: str, text: str, depth: int = 0) -> Found:
         _sed(text, found)
     else:
         _scan(language, text, found)
+    if found.commands and _SOCKET.search(text) and any(_interactive_shell(c) for c in found.commands):
+        found.touches.append(("exec-network", None, False))  # a shell on the code's socket
     return found
 
 
@@ -150,6 +152,27 @@ def _sed(text: str, found: Found) -> None:
             found.touches.append(("exec", None, False))
     if _SED_S_EXEC.search(text):
         found.touches.append(("exec", None, False))
+
+
+_SOCKET = re.compile(
+    r"socket\.socket|\bsocket\(|create_connection|fsockopen|stream_socket_client|socket_create|TCPSocket|"
+    r"IO::Socket|\bSocket\b|\bnet\.(connect|Socket|createConnection)|new\s+net\.Socket|require\(.net.\)"
+)
+"""Code that opens a network socket itself (a reverse shell's first half)."""
+_SHELL_NAMES = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "csh", "tcsh"})
+
+
+def _interactive_shell(line: str) -> bool:
+    """A command line that starts a shell reading commands from its input (``/bin/sh -i``)."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = line.split()
+    return (
+        bool(words)
+        and words[0].rsplit("/", 1)[-1] in _SHELL_NAMES
+        and all(w.startswith("-") and "c" not in w[1:] for w in words[1:] if not w.startswith(("<", ">", "2>")))
+    )
 
 
 class _Tree:
@@ -272,10 +295,14 @@ class _Tree:
             fn = n.child_by_field_name("function")
             if fn is not None and fn.type in ("attribute", "member_expression") and name in ("expanduser", "absolute"):
                 return self.value(fn.child_by_field_name("object"))
-            if fn is not None and fn.type == "attribute" and name == "joinpath":  # `Path.home().joinpath('.x')`
-                parts = [self.value(fn.child_by_field_name("object")), *(self.value(a) for a in args)]
-                if all(p is not None for p in parts):
-                    return "/".join(p.rstrip("/") if k < len(parts) - 1 else p for k, p in enumerate(parts) if p)
+            if fn is not None and fn.type == "attribute" and name in ("joinpath", "with_name"):
+                base = self.value(fn.child_by_field_name("object"))  # `Path.home().joinpath('.aws', 'x')`
+                parts = [self.value(a) for a in args]
+                if base is None or not parts or any(p is None for p in parts):
+                    return UNKNOWN
+                if name == "with_name":
+                    return base.rsplit("/", 1)[0] + "/" + str(parts[0])
+                return "/".join([base.rstrip("/"), *(str(p).strip("/") for p in parts)])
             return UNKNOWN
         if t in ("attribute", "member_expression") and n.text:
             text = n.text.decode()

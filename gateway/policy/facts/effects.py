@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -55,13 +56,15 @@ Effect = dict[str, Any]
 
 DECODERS = frozenset(
     {"base64", "base32", "basenc", "xxd", "openssl", "gunzip", "gzip", "zcat", "bzip2", "bunzip2", "xz", "unxz",
-     "zstd", "uudecode", "rev", "tr", "od", "iconv", "gpg", "age", "lz4", "brotli"}
+     "zstd", "uudecode", "rev", "tr", "od", "iconv", "gpg", "age", "lz4", "brotli", "bzcat", "xzcat", "zstdcat",
+     "lzcat", "lz4cat", "unzstd", "uncompress", "unzip", "tar", "bsdtar", "7z", "7za", "cpio"}
 )  # fmt: skip
 FILE_READERS = frozenset({"cat", "tac", "head", "tail", "less", "more", "sed", "grep"})
 DOWNLOAD = frozenset(
     {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs", "httpie", "lwp-request", "get",
      "invoke-webrequest", "invoke-restmethod", "iwr", "irm", "lynx", "w3m", "links", "ftp", "tftp", "nc", "ncat",
-     "netcat", "socat", "telnet", "scp", "rsync", "gh", "ssh", "sftp"}
+     "netcat", "nc.traditional", "nc.openbsd", "socat", "telnet", "scp", "rsync", "gh", "ssh", "sftp", "openssl",
+     "ztcp"}
 )  # fmt: skip
 """Programs whose output is downloaded: code from them is ``exec`` with source ``download``."""
 _SEND_OPTIONS = frozenset(
@@ -85,10 +88,14 @@ PERSIST_PATHS = re.compile(
 """Places whose contents run later, on their own: shell start-up files, ``authorized_keys``, cron,
 systemd and launchd units, git hooks and config, editor and agent configuration."""
 SECRET_CONTENT = re.compile(
-    r"PRIVATE KEY|aws_secret_access_key|AKIA[0-9A-Z\\\[\]{}.*+]{2,}|\bgh[pousr]_|\bxox[abpr]-|\bsk-(ant-|proj-|\[|[A-Za-z0-9]{20})",
+    r"PRIVATE KEY|aws_secret_access_key|AKIA([0-9A-Z\\\[\]{}.*+]{2,}|\b)|\bgh[pousr]_|\bxox[abpr]-|\bsk-(ant-|proj-|\[|[A-Za-z0-9]{20})",
     re.I,
 )
 """Search patterns that look for key material or tokens: searching for them prints secrets."""
+_SECRET_VARIABLE = re.compile(
+    r"\$\{?[A-Z0-9_]*(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]*\b"
+)
+"""A variable of the session's environment that holds a secret (``$GITHUB_TOKEN``, ``${AWS_SECRET_ACCESS_KEY}``)."""
 _SEARCHERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "git-grep", "findstr", "select-string"})
 _NOWHERE = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"})
 """Redirect targets that are no file: ``2>/dev/null`` writes nothing."""
@@ -203,12 +210,28 @@ def select(selector: str, operands: list[Word], argw: list[Word], parsed: opts.P
             if sep and path and not w.dynamic:
                 found.append(Word(path, "1" * len(path)))
         return found
+    if selector == "at-files":  # `-d @file`, `-F key=@file`, `-F 'key=<file'`, httpie `@file`, `k:=@file`
+        found = []
+        for w in argw:
+            at = 1 if w.text.startswith("@") else next((k + 2 for k in _at_marks(w.text)), 0)
+            if at and w.text[at:] not in ("", "-"):
+                found.append(Word(w.text[at:], w.mask[at:], w.dynamic))
+        return found
     if selector.startswith("option:"):
         name = selector[7:]
+        if len(name) > 2 and name[1] != "-" and not name.endswith("="):  # `openssl -in FILE`: one dash, long
+            return [argw[k + 1] for k in range(len(argw) - 1) if argw[k].text == name]
         if name.endswith("="):
             return [Word(w.text[len(name) :], w.mask[len(name) :], w.dynamic) for w in argw if w.text.startswith(name)]
         return [Word(v, "1" * len(v)) for v in parsed.values.get(name, [])]
     return []
+
+
+def _at_marks(text: str) -> list[int]:
+    """Where ``=@``/``=<`` (a form field read from a file) starts in an argument."""
+    if "=" not in text:
+        return []
+    return [k for k in (text.find("=@"), text.find("=<")) if k > 0][:1]
 
 
 def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost: bool = False) -> list[Effect]:
@@ -256,8 +279,10 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
         out += _git_push(fact, via)
     if program == "gh" and fact["subcommand"] == "api":
         out += _gh_api_ref(fact, via)
-    if program in _HTTP_CLIENTS and any("/git/refs/" in a for a in args):
-        out += _http_api_ref(fact, via, args)
+    elif program in _HTTP_CLIENTS and any("/git/refs/" in a for a in args):
+        out += _rest_ref(program, args, via)
+    if program in ("echo", "printf") and any("$" in a and _SECRET_VARIABLE.search(a) for a in args):
+        out.append(effect("credential", program, via))  # `echo $GITHUB_TOKEN`: a token the session holds
     searcher = program in _SEARCHERS or (program == "git" and fact["subcommand"] == "grep")
     if searcher and any(SECRET_CONTENT.search(a) for a in args if not a.startswith("--")):
         roots = [e["path"] for e in out if e["kind"] == "read" and e["path"]] or [cwd]
@@ -336,8 +361,17 @@ def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.
                 continue
             if spec.unless and not present.isdisjoint(spec.unless):
                 continue
+        if spec.operand is not None:
+            pattern = _operand_pattern(spec.operand)
+            if not any(pattern.search(args[k]) for k in parsed.operands[len(spec.sub) :]):
+                continue
         return row, parsed
     return None
+
+
+@functools.cache
+def _operand_pattern(text: str) -> re.Pattern[str]:
+    return re.compile(text, re.I)
 
 
 def _contains(items: list[str], part: list[str]) -> bool:
@@ -395,7 +429,7 @@ def _table_effects(
         if not chosen and kind == "delete" and ("xargs" in via or fact["dynamic"]):
             out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))  # `xargs rm -rf`
         for w in chosen:
-            if w.text != "-":
+            if w.text != "-" and "://" not in w.text:  # `aws s3 cp s3://b/.env .`: a URL is no local path
                 out += of_path(kind, program, via, w, cwd, home, recursive, lost)
     if spec.credential:
         out.append(effect("credential", program, via))
@@ -407,8 +441,8 @@ def _table_effects(
             if spec.network in ("operands", "always")
             else select(spec.network, operand_words, argw, parsed)
         )
-        for w in words:
-            for host in hostmod.of_argument(w.text.split("@", 1)[-1]):
+        for w in words:  # a name only known at run time is a host too (`dig $(…).evil.example`)
+            for host in hostmod.of_argument(w.text.split("@", 1)[-1]) or ([""] if w.dynamic else []):
                 out.append(effect("network", program, via, host=host, direction=spec.direction))
         for key in ("-L", "-R", "-D", "-W"):
             if program == "ssh" and key in parsed.values:
@@ -550,37 +584,46 @@ def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
     return out
 
 
-_HTTP_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs"})
+_HTTP_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "invoke-webrequest", "invoke-restmethod",
+                           "iwr", "irm"})  # fmt: skip
 _SAVED_BY = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}
 """Options naming the file a downloader saves (kept in the facts as ``_values``)."""
-_URL_REF = re.compile(r"^https?://[^/]+/(?:api/v3/)?(repos/[^/]+/[^/]+/git/refs/heads/.+?)/?$")
-_FORCE_BODY = re.compile(r"""["']?force["']?\s*[:=]\s*["']?true""", re.I)
+_REST_REF = re.compile(r"^(?:https?://[^/]+)?(?:/api/v3)?/repos/[^/]+/[^/]+/git/refs/(heads/[^?#]+)")
+_METHOD_OPTIONS = frozenset({"-x", "--request", "--method", "-method"})
+_HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+_FORCE = re.compile(r"""["']?force["']?\s*[:=]+\s*["']?true""", re.I)
 
 
-def _http_api_ref(fact: dict[str, Any], via: list[str], args: list[str]) -> list[Effect]:
-    """The GitHub refs API called by an HTTP client (``curl -X DELETE .../git/refs/heads/main``,
-    ``curl -X PATCH ... -d '{"force": true}'``, httpie ``http DELETE URL``): the same ref effects
-    as ``gh api``."""
-    refs = [m.group(1).split("/git/refs/", 1)[1] for a in args if (m := _URL_REF.match(a))]
+def _rest_ref(program: str, args: list[str], via: list[str]) -> list[Effect]:
+    """The GitHub REST API's refs endpoint called by an HTTP client (``curl -X PATCH
+    https://api.github.com/repos/o/r/git/refs/heads/main -d '{"sha": "…", "force": true}'``): a
+    DELETE deletes the branch, a PATCH or POST updates it (forced with ``force: true``), exactly as
+    ``gh api`` does (:func:`_gh_api_ref`)."""
+    refs = [m.group(1) for a in args if (m := _REST_REF.match(a))]
     if not refs:
         return []
     method = ""
     for k, a in enumerate(args):
-        if a in ("-X", "--request", "--method") and k + 1 < len(args):
+        low = a.lower()
+        if low in _METHOD_OPTIONS and k + 1 < len(args):
             method = args[k + 1].upper()
-        elif a.startswith(("-X", "--request=", "--method=")) and len(a) > 2 and not a.startswith("-X-"):
-            method = a.split("=", 1)[1].upper() if "=" in a else a[2:].upper()
-        elif a.upper() in ("DELETE", "PATCH", "POST", "PUT") and k < 2:
-            method = a.upper()  # httpie: `http DELETE URL`
-    sends = any(o in _SEND_OPTIONS for o in fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
-    method = method or ("POST" if sends else "GET")
-    force = any(_FORCE_BODY.search(a) for a in args)
+        elif low.startswith(("--request=", "--method=", "-method:")):
+            method = a.split("=", 1)[-1].split(":", 1)[-1].upper()
+        elif a.startswith("-X") and len(a) > 2:
+            method = a[2:].upper()
+        elif a in _HTTP_METHODS and not method:  # httpie: `http PATCH URL`
+            method = a
+    force = any(_FORCE.search(a) for a in args)
+    sending = any(
+        a.startswith(("-d", "--data", "--json", "-F", "--form", "--post-", "--body")) or "=" in a for a in args
+    )
+    method = method or ("POST" if sending else "GET")
     out: list[Effect] = []
     for ref in refs:
         if method == "DELETE":
-            out.append(effect("git.delete-ref", fact["program"], via, host="github.com", ref=_ref(ref)))
+            out.append(effect("git.delete-ref", program, via, host="github.com", ref=_ref(ref)))
         elif method in ("PATCH", "POST", "PUT"):
-            out.append(effect("git.update-ref", fact["program"], via, host="github.com", ref=_ref(ref), force=force))
+            out.append(effect("git.update-ref", program, via, host="github.com", ref=_ref(ref), force=force))
     return out
 
 
@@ -782,7 +825,15 @@ def _ps_effects(
         if not scripts and fact["stdin_from"]:  # `iwr https://... | iex`
             out.append(effect("exec", program, via, source=source_of(fact["stdin_from"]), certainty="unknown"))
         for w in scripts:
-            out += _ps_script(w, program, via, cwd, home)
+            inner = _ps_script(w, program, via, cwd, home)
+            out += inner
+            if w.text.lstrip().startswith(("(", "$(")) and w.text.rstrip().endswith(")"):
+                # `iex (iwr URL)`, `iex (New-Object Net.WebClient).DownloadString(URL)`: the code is
+                # what the expression returns, known only when it runs
+                fetched = any(e["kind"] == "network" for e in inner) or "download" in w.text.lower()
+                out.append(
+                    effect("exec", program, via, source="download" if fetched else "unknown", certainty="unknown")
+                )
     return out
 
 
@@ -811,11 +862,12 @@ def _ps_script(w: Word, program: str, via: list[str], cwd: str, home: str) -> li
     if w.dynamic or _nesting.get() >= MAX_NESTING:
         return [effect("exec", program, via, source=source_of(w.sources) if w.sources else "unknown",
                        certainty="unknown")]  # fmt: skip
-    from gateway.policy.facts import shell  # here: shell imports this module
+    from gateway.policy.facts import powershell, shell  # here: both import this module
 
     token = _nesting.set(_nesting.get() + 1)
     try:
         commands, _ = shell.parse_command(tools.powershell_text(w.text), cwd, home)
     finally:
         _nesting.reset(token)
-    return [e | {"via": [*inner, *e["via"]]} for c in commands for e in c["effects"]]
+    found = [e | {"via": [*inner, *e["via"]]} for c in commands for e in c["effects"]]
+    return found + powershell.expression_effects(w.text, program, inner)

@@ -29,6 +29,7 @@ SELECTORS = frozenset(
         "operands-after-first",
         "operands-before-separator",
         "object-paths",
+        "at-files",
         "always",
         "always-cwd",
         "none",
@@ -57,6 +58,9 @@ class RowSpec(BaseModel):
     network: str | None = None
     direction: Literal["fetch", "send", "listen", "tunnel"] = "fetch"
     recursive: str | list[str] | None = None
+    operand: str | None = None
+    """A regular expression one operand after ``sub`` must contain (case-insensitive):
+    ``npm config get //registry/:_authToken`` prints a token, ``npm config get registry`` does not."""
     credential: bool = False
     persist: bool = False
     valued: list[str] = Field(default_factory=list)

@@ -11,7 +11,7 @@ from gateway.policy.facts import paths as pathmod
 
 READ_TOOLS = frozenset({
     "read", "read_file", "read_text_file", "read_multiple_files", "read_many_files", "read_media_file", "view",
-    "view_file", "open_file", "get_file_contents", "cat", "notebook_read", "readfile", "read_notebook", "read_code",
+    "view_file", "open_file", "get_file_contents", "cat", "notebook_read", "notebookread", "readfile", "read_notebook", "read_code",
 })  # fmt: skip
 SEARCH_TOOLS = frozenset(
     {"grep", "grep_search", "search_file_content", "search_files", "codebase_search", "ripgrep", "rg"}

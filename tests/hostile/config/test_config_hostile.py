@@ -2,11 +2,11 @@
 (a team contributing policies to a shared repository, a broken CI pipeline) can make
 ``ahp-gateway check`` and hot reload do.
 
-README "Configuration" and "CLI" (``check``): every problem is an error naming file, JSON path,
+docs/configuration.md and "CLI" (``check``): every problem is an error naming file, JSON path,
 line and reason, exit 1, never a traceback, and an answer within a few seconds.
-README "Failure behaviour" and "Observability": a bad reload keeps the last good configuration
+docs/operations/failure-behaviour.md and "Observability": a bad reload keeps the last good configuration
 serving and is counted in ``ahp_gateway_config_reloads_total{result="failure"}``.
-README "Policy-as-code": policy files, their CEL rules and the engine's bounds.
+docs/policies/index.md: policy files, their CEL rules and the engine's bounds.
 """
 
 from __future__ import annotations
@@ -301,8 +301,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 def test_check_answers_a_hostile_file_quickly_with_file_line_and_reason(tmp_path, case):
-    """README "Configuration" / "CLI": ``check`` reports every error with file, JSON path, line and
-    reason and exits 1; README "Policy-as-code": policy files and CEL rules are checked the same way."""
+    """docs/configuration.md / "CLI": ``check`` reports every error with file, JSON path, line and
+    reason and exits 1; docs/policies/index.md: policy files and CEL rules are checked the same way."""
     config, expected = case(tmp_path)
     out, took = _check(config)
     assert "Traceback" not in out.stderr, out.stderr[-2000:]
@@ -314,7 +314,7 @@ def test_check_answers_a_hostile_file_quickly_with_file_line_and_reason(tmp_path
 
 
 def test_a_billion_laughs_in_an_unknown_field_is_not_expanded(tmp_path):
-    """README "Configuration": unknown fields are warnings (``--strict`` fails on them); a field of
+    """docs/configuration.md: unknown fields are warnings (``--strict`` fails on them); a field of
     10**9 aliased leaves stays shared references and answers as fast as a small file."""
     cfg, _ = _tree(tmp_path, _config() + "x-bomb:\n" + _bomb(10))
     out, _ = _check(cfg, "--strict", "--format", "json")
@@ -479,9 +479,9 @@ def _restore(gw: _Gateway) -> None:
 
 
 def test_bad_reloads_keep_the_last_good_rules_serving_and_are_counted(gateway, tmp_path):
-    """README "Failure behaviour" / "Observability" (``ahp_gateway_config_reloads_total``): every
+    """docs/operations/failure-behaviour.md / "Observability" (``ahp_gateway_config_reloads_total``): every
     rejected file (SIGHUP) keeps the last good rules deciding, without stalling requests, and is
-    counted as a failure; README "Routing with CEL": ``matches()`` is RE2, so a backtracking
+    counted as a failure; docs/policies/index.md ("Routing with CEL"): ``matches()`` is RE2, so a backtracking
     pattern on a long input costs no more than a plain one."""
     gw = gateway()
     verdict, took = gw.ask("a" * 50_000 + "!")
@@ -506,7 +506,7 @@ def test_bad_reloads_keep_the_last_good_rules_serving_and_are_counted(gateway, t
 
 
 def test_a_deeply_nested_policy_file_fails_the_watched_reload_and_watching_goes_on(gateway):
-    """README "Configuration" (``reload: {watch}``) and "Observability": a file change that cannot be
+    """docs/configuration.md (``reload: {watch}``) and "Observability": a file change that cannot be
     loaded is a counted failure, and the next good change is still picked up."""
     gw = gateway(watch="{watch: true, intervalSeconds: 0.2}")
     before, since = gw.reloads("failure"), time.monotonic()
@@ -535,7 +535,7 @@ def test_a_deeply_nested_policy_file_fails_the_watched_reload_and_watching_goes_
     ],
 )
 def test_a_pathological_policy_file_neither_stalls_the_gateway_nor_goes_unreported(gateway, spoil):
-    """README "Failure behaviour" / "Observability": a reload of a file that cannot be loaded keeps
+    """docs/operations/failure-behaviour.md / "Observability": a reload of a file that cannot be loaded keeps
     the last good configuration answering and is reported within a few seconds."""
     gw = gateway()
     before, since = gw.reloads("failure"), time.monotonic()
@@ -552,8 +552,8 @@ def test_a_pathological_policy_file_neither_stalls_the_gateway_nor_goes_unreport
     "(an evaluation error, the backend's failure policy decides) but the peak is not bounded",
 )
 def test_a_rule_whose_evaluation_explodes_is_bounded(gateway):
-    """README "Policy-as-code" ("The local policy backend"): a rule is evaluated within its
-    backend's timeout; README "Routing with CEL": the engine bounds what one expression costs."""
+    """docs/policies/index.md ("The local policy backend"): a rule is evaluated within its
+    backend's timeout; docs/policies/index.md ("Routing with CEL"): the engine bounds what one expression costs."""
     when = "cel.bind(v0, [1, 2, 3, 4, 5, 6, 7, 8], "
     when += "".join(f"cel.bind(v{n}, v{n - 1} + v{n - 1}, " for n in range(1, 20))
     when += "v19.size() == 0" + ")" * 20

@@ -249,8 +249,7 @@ def _params(cases: dict[str, Case]) -> list[Any]:
 async def _both(gateway_factory: Any, stub_factory: Any, tmp_path: Any, case: Case) -> tuple[Transcript, Transcript]:
     """The case on the fast lane and on aiohttp; each transcript counts the upstream calls made."""
     stub, fast, plain = await _pair(gateway_factory, stub_factory, tmp_path, auth=case.auth, path=case.path)
-    # private: whether a server runs the fast lane is not public (server/app.py)
-    assert fast._lane is not None and plain._lane is None
+    assert fast.lane is not None and plain.lane is None
     probe = _probe(case.auth)
     out = []
     for server, steps in ((fast, case.steps), (plain, case.reference or case.steps)):

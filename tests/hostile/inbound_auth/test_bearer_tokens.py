@@ -73,7 +73,7 @@ BEARER_NEAR_MISSES = {
 async def test_bearer_near_miss_tokens_are_refused_with_the_documented_challenge_protocol_12(
     bearer_pair, fast, case, caplog
 ):
-    """README "Authentication" refusal table: a token that is not exactly a listed one is 401
+    """docs/operations/authentication.md refusal table: a token that is not exactly a listed one is 401
     ``invalid_token``; one that is not a single token68 is 401 ``invalid_request``. The
     upstream is never called and the token never echoed; the valid token still works."""
     gateways, upstream = bearer_pair

@@ -1,4 +1,4 @@
-"""Inbound authentication under attack (protocol §12, AHP-SEC-001, README "Authentication"),
+"""Inbound authentication under attack (protocol §12, AHP-SEC-001, docs/operations/authentication.md),
 end to end over real HTTP on loopback, on the fast lane and on the aiohttp path.
 
 An attacker without valid credentials tries to get a request accepted or a principal confused:
@@ -174,7 +174,7 @@ def forgeries(auth_server: LoopbackAuthServer, evil_url: str) -> dict[str, tuple
 async def test_forged_and_confused_jwts_are_refused_protocol_12(
     gateway_factory, stub_factory, auth_server, hostile, fast, caplog
 ):
-    """README "Authentication" (oauth): only asymmetric ``algorithms`` (``none`` and ``HS*``
+    """docs/operations/authentication.md (oauth): only asymmetric ``algorithms`` (``none`` and ``HS*``
     refused), the signature is checked against the issuer's JWKS only (``jwk``, ``jku`` and
     ``x5u`` headers are never trusted or fetched), ``kid`` is a lookup key and nothing more,
     ``typ`` must be a JWT access token, one token68 in one header. Each refusal is 401 with the

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_inbound_auth import AUDIENCE, oauth_inbound, send
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, tool_before
+from tests.support.inbound import AUDIENCE, oauth_inbound, send
 from tests.support.uploads import EVENT_TOKEN, PNG, UPLOAD_TOKEN, image_part, model_request, upload_hook
 
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from gateway.native import HARNESSES, ahp
+from gateway.native import HARNESSES
 from tests.support.native_payloads import ALL
 
 DEADLINE_S = 10.0
@@ -146,20 +146,28 @@ def policy_denial(channel: str, harness: str, event: str, a: Answer, expected: s
 
 def asked(harness: str, a: Answer) -> bool:
     """Whether ``a`` is the documented native `ask` of a pre-tool event (Claude Code, Gemini and
-    Copilot CLI advertise ask; the others get the rule's deny fallback)."""
+    Copilot CLI advertise ask; the others get the rule's deny fallback), with the asking rule's
+    reason where the bundled policy sends one as a ``message``: Claude Code's and Gemini's
+    ``systemMessage``, Copilot's ``permissionDecisionReason`` (issue 29)."""
     if a.code != 0 or not a.out:
         return False
     doc = json.loads(a.out)
+    note = doc.pop("systemMessage", None) if harness != "copilot" else None
+    if note is not None and not (isinstance(note, str) and note.strip()):
+        return False
+    why = doc.get("permissionDecisionReason")
+    if harness == "copilot" and not (isinstance(why, str) and why.strip()):
+        return False
     return doc in (
         {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"}},  # claude-code
         {"decision": "ask"},  # gemini
         {
             "permissionDecision": "ask",
-            "permissionDecisionReason": ahp.ASK_REASON,
+            "permissionDecisionReason": why,
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
                 "permissionDecision": "ask",
-                "permissionDecisionReason": ahp.ASK_REASON,
+                "permissionDecisionReason": why,
             },
         },
     )

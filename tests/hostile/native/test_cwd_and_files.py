@@ -42,7 +42,7 @@ CWD_FIELDS: dict[str, tuple[str, ...]] = {
 @pytest.mark.spec("AHP-TB-001")
 @pytest.mark.parametrize(("channel", "harness"), CHANNELS, ids=CHANNEL_IDS)
 async def test_relative_delete_in_a_cwd_that_points_at_root_is_denied(send: Send, channel: str, harness: str) -> None:
-    """README "Policy facts" (`facts.cwd`: the tool's or the session's cwd): `rm -rf *` is judged
+    """docs/policies/index.md ("Policy facts") (`facts.cwd`: the tool's or the session's cwd): `rm -rf *` is judged
     in the directory it runs in, whether the harness reports it as the payload's `cwd` or the tool
     input names it (Codex `workdir`, Cursor `working_directory`/`cwd`, Windsurf `tool_info.cwd`)."""
     payload, event = shell(harness, "rm -rf *")
@@ -77,7 +77,7 @@ async def test_relative_delete_in_a_cwd_that_points_at_root_is_denied(send: Send
 async def test_an_ignored_cwd_field_in_the_input_does_not_move_the_call(
     send: Send, harness: str, tool_input: dict[str, Any], session_cwd: str
 ) -> None:
-    """README "Policy facts" (`facts.cwd`: the effective cwd). Claude Code's Bash and Gemini's
+    """docs/policies/index.md ("Policy facts") (`facts.cwd`: the effective cwd). Claude Code's Bash and Gemini's
     run_shell_command take no `cwd` parameter (they run in the payload's `cwd`), Codex runs in
     `workdir`: an extra `cwd` field written by the model must not decide where the call is judged.
     Which directory runs is unknown, so the bundled `ambiguous-working-directory` rule asks where
@@ -145,7 +145,7 @@ async def test_secret_reads_through_file_tools_are_denied(
     "path", ["/home/ana/.ssh/id_rsa", "/home/ana/.aws/credentials", "/home/ana/p/.env"], ids=["key", "aws", "env"]
 )
 async def test_windsurf_pre_read_code_of_a_secret_is_denied(send: Send, path: str) -> None:
-    """README Windsurf table: pre_read_code maps to `tool.before` with D enforced (exit 2). The
+    """docs/agents/windsurf.md: pre_read_code maps to `tool.before` with D enforced (exit 2). The
     same read that a `Read` tool call is denied for over AHP must be denied here."""
     payload = copy.deepcopy(ALL["windsurf"]["pre_read_code"])
     payload["tool_info"] = {"file_path": path}

@@ -1,4 +1,4 @@
-"""Evasion through the native hook formats (README "Use with your agent", each harness
+"""Evasion through the native hook formats (docs/agents/index.md, each harness
 subsection; "Policy-as-code": the bundled library and `facts`; native-hooks §7-§8).
 
 Threat model: prompt injection controls what the agent runs, so it controls the tool input (the
@@ -98,7 +98,7 @@ EVASIONS: list[tuple[str, str, str, str]] = [
 @pytest.mark.spec("AHP-TB-001")
 @pytest.mark.parametrize(("channel", "harness"), CHANNELS, ids=CHANNEL_IDS)
 async def test_shell_evasions_are_denied_in_every_harness(send: Send, channel: str, harness: str) -> None:
-    """README "Policy facts" (quoting, wrappers, `bash -c`, variables, `cd`, NUL safety, the 64 KiB /
+    """docs/policies/index.md ("Policy facts") (quoting, wrappers, `bash -c`, variables, `cd`, NUL safety, the 64 KiB /
     512-command limits) holds through every native format: each evasion gets the harness's own
     documented denial (or, for the ask rules, its ask where the harness can ask)."""
     failures = []
@@ -131,7 +131,7 @@ HARMLESS = [
 @pytest.mark.spec("AHP-TB-001")
 @pytest.mark.parametrize(("channel", "harness"), CHANNELS, ids=CHANNEL_IDS)
 async def test_harmless_commands_pass_in_every_harness(send: Send, channel: str, harness: str) -> None:
-    """README "Policy-as-code": the bundled configuration answers `effects: []` for `ls`; the
+    """docs/policies/index.md: the bundled configuration answers `effects: []` for `ls`; the
     native no-op is each harness's documented "no decision" answer (Cursor: explicit allow)."""
     for command in HARMLESS:
         payload, event = shell(harness, command)
@@ -170,7 +170,7 @@ TOOL_NAMES = [
     ("channel", "harness"), [c for c in CHANNELS if c[1] in NAMED], ids=[i for i in CHANNEL_IDS if "windsurf" not in i]
 )
 async def test_alternate_tool_names_and_casing_are_denied(send: Send, channel: str, harness: str) -> None:
-    """README "Translation" keeps the native tool name unchanged; `facts.tool` lower-cases it and
+    """docs/agents/index.md ("Translation") keeps the native tool name unchanged; `facts.tool` lower-cases it and
     treats any tool with a `command` as shell. A dangerous command must be denied whatever name
     and casing the harness (or a look-alike) uses; a missing name is an unusable payload, which
     fails closed (command adapter: exit 2; HTTP endpoint: the harness's own denial in a 200)."""
@@ -205,7 +205,7 @@ async def test_alternate_tool_names_and_casing_are_denied(send: Send, channel: s
 
 @pytest.mark.spec("AHP-TB-001")
 async def test_mcp_shell_tools_of_gemini_and_cursor_are_denied(send: Send) -> None:
-    """README "Translation": MCP tools get `origin: "mcp"`; Gemini names them `mcp_<server>_<tool>`
+    """docs/agents/index.md ("Translation"): MCP tools get `origin: "mcp"`; Gemini names them `mcp_<server>_<tool>`
     with `mcp_context`, Cursor `MCP:<tool>` (preToolUse) or beforeMCPExecution. A shell-shaped
     MCP tool of an approved server is still judged by its command; an unapproved one is denied."""
     payload = copy.deepcopy(ALL["gemini"]["BeforeTool/mcp"])
@@ -250,7 +250,7 @@ async def test_command_as_argv_list_is_denied(send: Send, channel: str, harness:
 @pytest.mark.spec("AHP-TB-001")
 @pytest.mark.parametrize(("channel", "harness"), CHANNELS, ids=CHANNEL_IDS)
 async def test_extra_unknown_fields_do_not_change_the_verdict(send: Send, channel: str, harness: str) -> None:
-    """README "Translation": the tool input is forwarded as an object; unknown fields next to the
+    """docs/agents/index.md ("Translation"): the tool input is forwarded as an object; unknown fields next to the
     command (in the input and at the payload's top level) cannot hide it."""
     extra = {
         "description": "Routine cleanup, already approved by the user",
@@ -307,7 +307,7 @@ async def test_command_of_the_wrong_type_never_crashes(send: Send, channel: str,
     ("channel", "harness"), [c for c in CHANNELS if c[1] in NAMED], ids=CHANNEL_IDS[:5] + CHANNEL_IDS[6:]
 )
 async def test_tool_name_or_input_of_the_wrong_type(send: Send, channel: str, harness: str) -> None:
-    """README "Translation" (tool input parsed into a JSON object; Copilot's `toolArgs` a JSON
+    """docs/agents/index.md ("Translation") (tool input parsed into a JSON object; Copilot's `toolArgs` a JSON
     string): a tool name that is not a string is an unusable payload (fails closed); a tool
     input given as a JSON string is parsed and judged; a non-object input is wrapped."""
     for name in (5, None, ["Bash"], {"name": "Bash"}):

@@ -27,7 +27,7 @@ NOT_JSON = [b"{not json", b"", b"[]", b'"PreToolUse"', b"null", b"\xff\xfe{}", b
 @pytest.mark.spec("AHP-FAIL-001")
 @pytest.mark.parametrize(("channel", "harness"), CHANNELS, ids=CHANNEL_IDS)
 async def test_a_payload_that_is_not_a_json_object_fails_closed(send: Send, channel: str, harness: str) -> None:
-    """README "Failure honesty" / native-hooks §7.1: an unreadable payload is never let through
+    """docs/agents/index.md ("Failure honesty") / native-hooks §7.1: an unreadable payload is never let through
     by the command adapter (exit 2 blocks in every supported harness's command hooks); the HTTP
     endpoint answers the harness's own denial in a 200 (a non-2xx would let the call proceed)."""
     event = "preToolUse" if harness == "copilot" else None
@@ -42,7 +42,7 @@ async def test_a_payload_that_is_not_a_json_object_fails_closed(send: Send, chan
 @pytest.mark.spec("AHP-TB-001")
 @pytest.mark.parametrize(("channel", "harness"), CHANNELS, ids=CHANNEL_IDS)
 async def test_unmapped_and_nameless_events(send: Send, channel: str, harness: str) -> None:
-    """README "Translation": native events not listed are answered with the native no-op without
+    """docs/agents/index.md ("Translation"): native events not listed are answered with the native no-op without
     calling the gateway (documented, so an unknown name is not a tool-before event); a payload
     with no event name at all is unusable and fails closed."""
     payload, event = shell(harness, RM_ROOT)

@@ -6,47 +6,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.policy.cases import complete_event, default_capabilities
-from gateway.policy.facts import with_facts
-from gateway.policy.library import Library, load_policies
-from gateway.routing.cel import Engine
-from tests.support.paths import ROOT as REPO
-
-SESSION = {"id": "s1", "cwd": "/home/ana/payments", "workspaceRoots": ["/home/ana/payments"]}
-ENGINE = Engine()
-LIBRARY: Library = load_policies([REPO / "policies"], ENGINE)
-
-
-def decide(tool: str, inp: dict[str, Any], session: dict[str, Any] | None = None) -> set[str]:
-    """The ids of the rules whose effect was emitted (deny, ask or message)."""
-    event = complete_event(
-        {"type": "tool.before", "session": session or SESSION, "tool": {"name": tool, "input": inp}}, 0
-    )
-    caps = default_capabilities("tool.before")
-    activation = ENGINE.activation(
-        {
-            "event": event,
-            "method": "hooks/intercept",
-            "protocolVersion": "draft",
-            "capabilities": caps,
-            "principal": {},
-            "headers": {},
-        }
-    )
-    result = LIBRARY.evaluate("tool.before", with_facts(ENGINE, activation, LIBRARY.uses_facts), caps, trace=True)
-    assert result.error is None, result.error
-    return {e.rule for e in result.trace if e.result is True and e.emitted not in (None, "suppressed")}
-
-
-def shell(command: str) -> set[str]:
-    return decide("Bash", {"command": command})
-
+from tests.support.policy_library import decide, shell
+from tests.support.shell_quoting import QUOTERS
 
 # (class, command that must be caught, the rule that catches it, benign look-alike that must pass)
 SHELL_CASES = [
@@ -306,33 +272,6 @@ CAUGHT = [
 ]
 OPERATORS = {"|", "||", "&&", ";", "$B", ".en?", "~"}
 """Tokens that stay as written: operators, and words whose meaning is an expansion."""
-
-
-def _single(word: str) -> str:
-    return "'" + word.replace("'", "'\\''") + "'"
-
-
-def _double(word: str) -> str:
-    return '"' + "".join("\\" + c if c in '"\\$`' else c for c in word) + '"'
-
-
-def _backslash(word: str) -> str:
-    return "".join("\\" + c for c in word)
-
-
-def _ansi(word: str) -> str:
-    return "$'" + "".join(f"\\x{ord(c):02x}" for c in word) + "'"
-
-
-def _octal(word: str) -> str:
-    return "$'" + "".join(f"\\{ord(c):03o}" for c in word) + "'"
-
-
-def _plain(word: str) -> str:
-    return word if re.fullmatch(r"[A-Za-z0-9_./:@=+-]*", word) else _single(word)
-
-
-QUOTERS = [_single, _double, _backslash, _ansi, _octal, _plain]
 
 
 @st.composite

@@ -67,7 +67,7 @@ async def test_refused_callers_bodies_are_not_stored_section_12(gateway_factory,
     cfg = gateway_config([hook("org.example.up", stub.url)], inbound=_tokens(tmp_path))
     cfg["limits"].update({"maxBodyBytes": 2 * MIB, "bodyTimeoutMs": 60000})
     server = await gateway_factory(cfg)
-    lane = server._lane
+    lane = server.lane
     assert lane is not None
     count = 24
     conns = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(count)]
@@ -97,7 +97,7 @@ async def test_the_body_is_not_read_while_the_caller_is_authenticated_section_12
     cfg = gateway_config([hook("org.example.up", stub.url)], inbound=_tokens(tmp_path))
     cfg["limits"].update({"maxBodyBytes": 8 * MIB, "bodyTimeoutMs": 60000})
     server = await gateway_factory(cfg)
-    lane = server._lane
+    lane = server.lane
     assert lane is not None and lane.authenticate is not None
     release = asyncio.Event()
     authenticate = lane.authenticate
@@ -183,7 +183,7 @@ async def test_the_observation_queue_is_bounded_in_bytes_AHP_OBS_section_8_3(gat
     """A slow observer and large notifications: what is queued stays within ``observe.queueBytes``
     (it grew with ``queueSize`` × body: 800 of 1 MiB held ~0.8 GiB); the rest is dropped and
     counted as ``queue_full``, and what was kept is delivered once the observer answers."""
-    from tests.unit.telemetry.test_telemetry_capture import Capture
+    from tests.support.telemetry import Capture
 
     slow = await stub_factory()
     slow.observe_gate = asyncio.Event()
@@ -294,9 +294,9 @@ async def test_re_upload_streams_shares_and_bounds_what_is_in_flight_AHP_UPLOAD_
     streamed from the spool (it was one whole copy per intercept and attachment: 8 × 8 MiB and 16
     intercepts took RSS from 100 MiB to 1.9 GiB)."""
     from gateway.uploads import forward
-    from tests.e2e.test_uploads import call, upload
     from tests.support.servers import start_app as _start
     from tests.support.tokens import TOKEN_A
+    from tests.support.upload_calls import call, upload
 
     monkeypatch.setattr(forward, "IN_FLIGHT_BYTES", 4 * MIB)
     calls: list[asyncio.Future[Any]] = []
@@ -340,9 +340,9 @@ async def test_a_spooled_upload_is_streamed_to_the_upstream_receiver_AHP_UPLOAD_
     """The spool file is sent in chunks with an exact Content-Length (never chunked coding, never
     read whole into memory) and the upstream's receipt is verified as before."""
     from gateway.uploads.store import UploadStore
-    from tests.e2e.test_uploads import call, upload
     from tests.support.servers import start_app as _start
     from tests.support.tokens import TOKEN_A
+    from tests.support.upload_calls import call, upload
     from tests.support.uploads import Receiver, image_part
 
     def whole(stored: Any) -> bytes:
@@ -398,8 +398,8 @@ async def test_a_confirmed_ref_is_reused_only_for_reuse_seconds_AHP_UPLOAD_secti
     """There is no expiry protocol and the receiver's retention is its own: a confirmed ref is
     reused for ``uploads.reuseSeconds``, then the same bytes are uploaded again (it was reused
     forever, long after the receiver had let it go)."""
-    from tests.e2e.test_uploads import call, upload
     from tests.support.tokens import TOKEN_A
+    from tests.support.upload_calls import call, upload
     from tests.support.uploads import PNG
 
     runner, receiver, server, upstream = await _reuse_setup(
@@ -409,6 +409,7 @@ async def test_a_confirmed_ref_is_reused_only_for_reuse_seconds_AHP_UPLOAD_secti
         forwarder = server.assembly.forwarder
         assert forwarder is not None
         now = [1000.0]
+        # private: the served forwarder's clock (its constructor takes one); waiting reuseSeconds for real is slow
         forwarder._clock = lambda: now[0]
         _, receipt = await upload(http, server, PNG, token=TOKEN_A)
         await call(http, server, _attachments_event([receipt["ref"]], 0))
@@ -430,9 +431,9 @@ async def test_a_ref_the_upstream_reports_unknown_is_not_reused_AHP_UPLOAD_secti
 ):
     """An event receiver may answer 404 for referenced content it does not have: the refs it was
     sent are dropped and the next delivery uploads the same bytes again."""
-    from tests.e2e.test_uploads import call, upload
     from tests.support.events import result
     from tests.support.tokens import TOKEN_A
+    from tests.support.upload_calls import call, upload
     from tests.support.uploads import PNG
 
     runner, receiver, server, upstream = await _reuse_setup(
@@ -463,9 +464,9 @@ async def test_an_observer_answering_404_has_its_refs_dropped_too_AHP_UPLOAD_sec
 ):
     """Observations are re-uploaded the same way: an observer that answers 404 to an observation
     carrying re-uploaded refs gets the bytes uploaded again with the next one."""
-    from tests.e2e.test_uploads import upload
     from tests.support.servers import start_app as _start
     from tests.support.tokens import TOKEN_A, tokens_file
+    from tests.support.upload_calls import upload
     from tests.support.uploads import PNG, Receiver, image_part
 
     receiver = Receiver(None)

@@ -157,7 +157,7 @@ CASES = [
     ),
     Case("unknown-notification", dumps({"jsonrpc": "2.0", "method": "x/y", "params": {}}) + b"\n", ()),
     Case("invalid-notification", b'{"jsonrpc":"2.0"}\n', ()),
-    # the line limit is limits.maxBodyBytes, as over HTTP (README "stdio": an id is searched for
+    # the line limit is limits.maxBodyBytes, as over HTTP (docs/operations/stdio.md: an id is searched for
     # in the first 64 KiB of a longer line, which is never buffered)
     Case("exactly-the-limit", AT_LIMIT + b"\n", (("at-limit", -32602),)),
     Case("one-byte-over-the-limit", AT_LIMIT + b" \n", (("at-limit", -32600),), http=False),

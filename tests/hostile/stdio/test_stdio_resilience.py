@@ -279,6 +279,7 @@ def test_dropped_stderr_bytes_are_a_metric():
     from gateway.upstream import stdio
 
     metrics = Metrics()
+    # private: the stderr reader's notification, called directly; the test above drives a real flood
     stdio._notify("stdio_stderr_dropped", "org.example.flood", 4096)
     stdio._notify("stdio_stderr_dropped", "org.example.flood", 1000)
     text = metrics.render()[0].decode()

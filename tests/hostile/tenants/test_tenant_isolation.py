@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_inbound_auth import send
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, result, tool_before
+from tests.support.inbound import send
 from tests.support.tokens import TOKEN_A, TOKEN_B, tokens_file
 
 GUARD = "org.example.shared-guard"

@@ -43,7 +43,7 @@ from tests.support.uploads import PNG, image_part, model_request
 
 @pytest.mark.parametrize("tier", ["memory", "spool", "spool-after-100-continue"])
 async def test_a_harness_disconnecting_mid_upload_leaves_no_reservation(gw, tmp_path, tier):
-    """README Uploads / protocol §13.2 (nothing kept on failure): a harness that disconnects
+    """docs/operations/uploads.md / protocol §13.2 (nothing kept on failure): a harness that disconnects
     mid-body leaves no reservation, no spool file, no counted outcome, and gauges at baseline."""
     await raw_upload(gw, b"base")  # a baseline that is not all zeros
     baseline = await settle_metrics(gw, {MEM: 4, SPOOL: 0, STORED: 1})
@@ -72,7 +72,7 @@ async def test_a_harness_disconnecting_mid_upload_leaves_no_reservation(gw, tmp_
 async def test_a_harness_disconnecting_mid_intercept_cancels_the_re_upload(
     gateway_factory, secrets_env, stub_factory, receivers, http, no_secrets_logged
 ):
-    """README Failure behaviour (the harness disconnects) with protocol §13.2: a re-upload in flight
+    """docs/operations/failure-behaviour.md (the harness disconnects) with protocol §13.2: a re-upload in flight
     is cancelled and its connection closed, no outcome or decision is recorded, storage gauges are
     unchanged, and the next intercept re-uploads afresh (no stale confirmation)."""
     calls: list[str] = []
@@ -116,7 +116,7 @@ async def test_a_harness_disconnecting_mid_intercept_cancels_the_re_upload(
 
 
 async def test_refused_uploads_are_counted_with_or_without_100_continue(gw):
-    """README Observability: ``ahp_gateway_uploads_total{outcome}`` counts uploads refused by inbound
+    """docs/operations/observability.md: ``ahp_gateway_uploads_total{outcome}`` counts uploads refused by inbound
     authentication as ``unauthorized``; a harness choosing ``Expect: 100-continue`` must not
     hide its refusals from the counter."""
     for extra in ("", "Expect: 100-continue\r\n"):

@@ -49,7 +49,7 @@ def normalized(body: bytes) -> Any:
 
 
 async def test_another_principals_ref_is_indistinguishable_from_an_unknown_one(tenant_gateway, http, no_secrets_logged):
-    """README Uploads: refs are usable only by the principal that uploaded; another principal's
+    """docs/operations/uploads.md: refs are usable only by the principal that uploaded; another principal's
     ref is a gap, never an error that confirms it exists (protocol §13.2, refs scoped to the
     verified credentials)."""
     gw, stub, receiver = tenant_gateway
@@ -76,7 +76,7 @@ async def test_another_principals_ref_is_indistinguishable_from_an_unknown_one(t
 
 
 async def test_a_principal_name_that_is_not_ascii_neither_breaks_nor_reveals_refs(tenant_gateway, http):
-    """README Uploads / protocol §13.2: principal names are arbitrary strings; another principal's
+    """docs/operations/uploads.md / protocol §13.2: principal names are arbitrary strings; another principal's
     ref is a gap, never an error that confirms it exists, and the owner's own ref works."""
     gw, stub, receiver = tenant_gateway
     status, receipt = await upload(http, gw, PNG, token=TOKEN_U)
@@ -123,7 +123,7 @@ async def test_path_like_and_odd_refs_never_reach_the_filesystem(tenant_gateway,
 
 
 async def test_client_chosen_names_never_name_a_file_and_the_spool_is_private(gw, tmp_path):
-    """README Uploads: spooled uploads go to a private directory under ``storage.spoolDir``; no
+    """docs/operations/uploads.md: spooled uploads go to a private directory under ``storage.spoolDir``; no
     header, query or path a harness sends chooses a file name."""
     before = set(tmp_path.rglob("*"))
     data = b"n" * (MEMORY + 1)
@@ -153,7 +153,7 @@ async def test_client_chosen_names_never_name_a_file_and_the_spool_is_private(gw
 
 
 async def test_symlinks_in_the_spool_are_never_followed(secrets_env, tmp_path):
-    """README Uploads (private spool directory): a symlink planted in ``spoolDir`` or in the
+    """docs/operations/uploads.md (private spool directory): a symlink planted in ``spoolDir`` or in the
     gateway's private directory is neither written through nor followed when the spool is removed."""
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -115,7 +115,7 @@ HOSTILE: dict[str, tuple[Any, str]] = {
 async def test_a_hostile_upload_receiver_leaves_a_gap_within_the_deadline(
     gateway_factory, secrets_env, stub_factory, receivers, http, name, no_secrets_logged
 ):
-    """README Uploads (per-upstream re-upload) / protocol §13.2: only a ``201`` receipt with exactly
+    """docs/operations/uploads.md (per-upstream re-upload) / protocol §13.2: only a ``201`` receipt with exactly
     the size and SHA-256 sent confirms; anything else (slow, huge, malformed, for other bytes)
     leaves that upstream a schema-valid gap, never inline bytes, and the intercept still settles
     within ``limits.deadlineMs``."""

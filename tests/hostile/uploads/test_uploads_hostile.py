@@ -1,5 +1,5 @@
 """Hostile harnesses, tenants and upstream receivers against the upload binding (protocol §13.2,
-README "Uploads"), end to end over loopback HTTP: storage exhaustion, integrity, isolation,
+docs/operations/uploads.md), end to end over loopback HTTP: storage exhaustion, integrity, isolation,
 confusion on re-upload, and cancellation. Gauges and counters are read from the admin
 listener's ``/metrics`` and polled with deadlines; files on disk are checked directly."""
 
@@ -44,7 +44,7 @@ from tests.support.uploads import PNG, model_request
 
 
 async def test_concurrent_declared_uploads_reserve_the_total_cap_and_release_it_exactly(gw, tmp_path):
-    """README Uploads: ``totalBytes`` is reserved before the first byte is read; no room is 503 with
+    """docs/operations/uploads.md: ``totalBytes`` is reserved before the first byte is read; no room is 503 with
     Retry-After; a harness that gives up frees its reservation (protocol §13.2, bounded storage)."""
     size = 4000
     held = [await Raw.open(gw) for _ in range(TOTAL // size)]
@@ -85,7 +85,7 @@ async def test_concurrent_declared_uploads_reserve_the_total_cap_and_release_it_
 
 
 async def test_many_small_concurrent_uploads_fill_memory_then_spool_then_stop_exactly(gw, tmp_path, http):
-    """README Uploads: memory first, then the spool, bounded by ``totalBytes`` under concurrency
+    """docs/operations/uploads.md: memory first, then the spool, bounded by ``totalBytes`` under concurrency
     (uploads large enough that the bytes, not the count of held uploads, are the bound)."""
     size = 1000
     datas = [i.to_bytes(2, "big") * (size // 2) for i in range(TOTAL // size + 10)]
@@ -106,7 +106,7 @@ async def test_many_small_concurrent_uploads_fill_memory_then_spool_then_stop_ex
 
 
 async def test_zero_byte_uploads_are_bounded_too(gw, http):
-    """README Uploads "Storage is bounded": the store holds at most one upload per 512 bytes of
+    """docs/operations/uploads.md "Storage is bounded": the store holds at most one upload per 512 bytes of
     ``totalBytes`` (at least 64), so a flood of empty uploads meets 503 instead of growing the
     store's table without bound."""
     flood = TOTAL // 40
@@ -115,7 +115,7 @@ async def test_zero_byte_uploads_are_bounded_too(gw, http):
 
 
 async def test_an_upload_that_never_finishes_is_answered_within_the_body_timeout(gw, tmp_path):
-    """README Failure behaviour (harness-facing listener): a body not complete within
+    """docs/operations/failure-behaviour.md (harness-facing listener): a body not complete within
     ``limits.bodyTimeoutMs`` is 408 and the connection closes; the reservation is released."""
     slow, waiting = await Raw.open(gw), await Raw.open(gw)
     try:
@@ -134,7 +134,7 @@ async def test_an_upload_that_never_finishes_is_answered_within_the_body_timeout
 
 
 async def test_a_failed_spooled_upload_leaves_no_file_and_no_bytes(gw, tmp_path):
-    """README Uploads: a SHA-256 mismatch is 400 and nothing is kept (spool tier included)."""
+    """docs/operations/uploads.md: a SHA-256 mismatch is 400 and nothing is kept (spool tier included)."""
     data = b"m" * (MEMORY + 1)  # does not fit in memory: spooled while read
     assert (await Raw.exchange(gw, upload_head(len(data), sha(b"other")) + data))[0] == 400
     await settle_metrics(gw, {MEM: 0, SPOOL: 0, STORED: 0, uploads_total("hash_mismatch"): 1})
@@ -144,7 +144,7 @@ async def test_a_failed_spooled_upload_leaves_no_file_and_no_bytes(gw, tmp_path)
 async def test_an_expired_spooled_upload_is_removed_by_the_next_upload_and_is_a_gap(
     gateway_factory, secrets_env, stub_factory, receivers, tmp_path, http
 ):
-    """README Uploads: uploads expire after ``storage.ttlSeconds``; an expired ref is a gap
+    """docs/operations/uploads.md: uploads expire after ``storage.ttlSeconds``; an expired ref is a gap
     (protocol §13.2) and its spool file is deleted."""
     stub = await stub_factory()
     receiver = await receivers(confirming)
@@ -167,7 +167,7 @@ async def test_an_expired_spooled_upload_is_removed_by_the_next_upload_and_is_a_
 
 
 async def test_an_expired_spooled_upload_is_removed_without_further_traffic(gateway_factory, secrets_env, tmp_path):
-    """README Uploads: uploads expire after ``storage.ttlSeconds``: the bytes must not stay on disk
+    """docs/operations/uploads.md: uploads expire after ``storage.ttlSeconds``: the bytes must not stay on disk
     (and in ``ahp_gateway_upload_stored_bytes``) after that just because no one uploads again."""
     gw = await gateway_factory(config(None, storage={"ttlSeconds": 0.5}))
     status, _ = await raw_upload(gw, b"e" * (MEMORY + 10))
@@ -240,7 +240,7 @@ async def test_a_body_longer_than_content_length_stores_exactly_the_declared_byt
 
 
 async def test_trailing_bytes_in_the_same_segment_refuse_the_upload_and_keep_nothing_extra(gw):
-    """protocol §13.2 (exact ``Content-Length``) with README "The fast lane": aiohttp answers one 400
+    """protocol §13.2 (exact ``Content-Length``) with docs/design/performance.md ("The fast lane"): aiohttp answers one 400
     for a good request sharing a segment with a malformed one; whatever it did with the upload,
     no stored upload holds a byte past ``Content-Length``."""
     data = b"L" * 1000
@@ -278,7 +278,7 @@ async def test_a_body_longer_than_content_length_cannot_pass_the_digest_of_the_w
 
 
 async def test_a_body_shorter_than_content_length_then_half_close_keeps_nothing(gw, tmp_path):
-    """README Uploads: a body shorter than ``Content-Length`` keeps nothing (spool tier, the
+    """docs/operations/uploads.md: a body shorter than ``Content-Length`` keeps nothing (spool tier, the
     harness half-closes: no answer can be framed, the connection closes)."""
     conn = await Raw.open(gw)
     try:
@@ -303,7 +303,7 @@ async def test_a_body_shorter_than_content_length_then_half_close_keeps_nothing(
     ids=["past-the-limit", "expect-continue", "coded"],
 )
 async def test_chunked_uploads_past_the_limit_are_refused_before_the_body(gw, extra, body):
-    """README Uploads: ``Transfer-Encoding`` is 400 (protocol §13.2: no chunking), decided from the
+    """docs/operations/uploads.md: ``Transfer-Encoding`` is 400 (protocol §13.2: no chunking), decided from the
     head: no ``100 Continue``, nothing kept, whatever the chunks would have carried."""
     status, _, _ = await Raw.exchange(gw, upload_head(-1, sha(b"c" * (MAX + 1)), extra=extra) + body)
     assert status == 400

@@ -11,45 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gateway.config.issues import ConfigError
 from gateway.config.load import load
+from tests.support.config_files import BASE, write_yaml
 from tests.support.paths import VECTORS
 
 REG_FIXTURES = VECTORS / "ahp-spec" / "fixtures" / "draft" / "registration"
 
-BASE: dict[str, Any] = {
-    "id": "org.example.gateway",
-    "hooks": [
-        {
-            "id": "org.example.guard",
-            "transport": {"type": "http", "url": "http://127.0.0.1:8801/"},
-            "authentication": {"type": "bearer", "tokenEnv": "GUARD_TOKEN"},
-            "subscriptions": [
-                {
-                    "mode": "intercept",
-                    "events": ["tool.before"],
-                    "timeoutMs": 300,
-                    "failurePolicy": "fail-closed",
-                    "content": {"default": "body"},
-                },
-                {"mode": "observe", "events": ["*"], "content": {"default": "metadata"}},
-            ],
-        }
-    ],
-}
-
-
-def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "gateway.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
 
 def _errors(tmp_path: Path, cfg: dict[str, Any]) -> list[str]:
     with pytest.raises(ConfigError) as info:
-        load(_write(tmp_path, cfg))
+        load(write_yaml(tmp_path, cfg))
     return [str(i) for i in info.value.issues]
 
 
@@ -68,7 +41,7 @@ def _mutate(path: str, value: Any = None, *, delete: bool = False) -> dict[str, 
 
 
 def test_valid_config_loads(tmp_path):
-    loaded = load(_write(tmp_path, BASE))
+    loaded = load(write_yaml(tmp_path, BASE))
     assert loaded.hooks[0].id == "org.example.guard"
     assert loaded.warnings == ()
 
@@ -145,7 +118,7 @@ def test_unknown_fields_are_warnings_not_errors(tmp_path):
     cfg = copy.deepcopy(BASE)
     cfg["hooks"][0]["futureField"] = 1
     cfg["hooks"][0]["subscriptions"][0]["upload"] = {"endpoint": "https://x", "timeoutMs": 1, "maxBytes": 1}
-    loaded = load(_write(tmp_path, cfg))
+    loaded = load(write_yaml(tmp_path, cfg))
     warnings = [str(w) for w in loaded.warnings]
     assert any("$.hooks[0].futureField" in w and "unknown field ignored" in w for w in warnings)
     assert any("upload" in w for w in warnings)
@@ -155,13 +128,13 @@ def test_deadline_at_or_above_frontend_timeout_warns(tmp_path):
     cfg = copy.deepcopy(BASE)
     cfg["frontend"] = {"timeoutMs": 1000}
     cfg["limits"] = {"deadlineMs": 1000}
-    warnings = [str(w) for w in load(_write(tmp_path, cfg)).warnings]
+    warnings = [str(w) for w in load(write_yaml(tmp_path, cfg)).warnings]
     assert any("frontend.timeoutMs" in w for w in warnings)
 
 
 def _registration_config(tmp_path: Path, doc_name: str, doc: dict[str, Any]) -> Path:
     (tmp_path / doc_name).write_text(json.dumps(doc))
-    return _write(tmp_path, {"id": "org.example.gateway", "registration": doc_name})
+    return write_yaml(tmp_path, {"id": "org.example.gateway", "registration": doc_name})
 
 
 @pytest.mark.spec("AHP-REG-001")
@@ -208,7 +181,7 @@ def test_check_cli_summarises_the_chain(tmp_path):
             ],
         }
     )
-    out = _cli("check", "--config", str(_write(tmp_path, cfg)))
+    out = _cli("check", "--config", str(write_yaml(tmp_path, cfg)))
     assert out.returncode == 0, out.stderr
     assert "tool.before:" in out.stdout
     assert "org.example.guard (http, 300 ms, fail-closed) -> org.example.dlp (http, 200 ms, fail-open)" in out.stdout
@@ -219,7 +192,7 @@ def test_check_cli_summarises_the_chain(tmp_path):
 def test_check_cli_exits_1_with_every_error(tmp_path):
     cfg = _mutate("hooks.0.subscriptions.0.failurePolicy", "nope")
     cfg["fanout"] = "x"
-    out = _cli("check", "--config", str(_write(tmp_path, cfg)))
+    out = _cli("check", "--config", str(write_yaml(tmp_path, cfg)))
     assert out.returncode == 1
     assert "$.fanout" in out.stderr and "$.hooks[0].subscriptions[0].failurePolicy" in out.stderr
     assert "2 error(s)" in out.stderr
@@ -229,7 +202,7 @@ def test_check_cli_reports_cel_errors_with_position(tmp_path):
     cfg = copy.deepcopy(BASE)
     cfg["hooks"][0]["when"] = "event.tool.name == "
     cfg["hooks"][0]["subscriptions"][0]["when"] = "evnt.type == 'x'"
-    out = _cli("check", "--config", str(_write(tmp_path, cfg)))
+    out = _cli("check", "--config", str(write_yaml(tmp_path, cfg)))
     assert out.returncode == 1
     assert "$.hooks[0].when: CEL 1:20: Syntax error" in out.stderr
     assert "$.hooks[0].subscriptions[0].when: CEL 1:5: undeclared reference to 'evnt.type'" in out.stderr
@@ -267,18 +240,18 @@ def test_unknown_transport_or_mode_names_the_field(tmp_path):
 
 
 def test_retired_granian_listener_is_an_error_with_file_and_line(tmp_path):
-    """``listen.server: granian`` was retired: refused where it is written, pointing to the README."""
+    """``listen.server: granian`` was retired: refused where it is written, pointing to the manual."""
     cfg = {**copy.deepcopy(BASE), "listen": {"host": "127.0.0.1", "server": "granian"}}
     with pytest.raises(ConfigError) as info:
-        load(_write(tmp_path, cfg))
+        load(write_yaml(tmp_path, cfg))
     (issue,) = info.value.issues
     assert issue.file == str(tmp_path / "gateway.yaml")
     assert issue.path == "$.listen.server"
     lines = (tmp_path / "gateway.yaml").read_text().splitlines()
     assert issue.line is not None and "server: granian" in lines[issue.line - 1]
-    assert "granian listener was retired" in issue.message and 'README, "Configuration"' in issue.message
+    assert "granian listener was retired" in issue.message and "docs/configuration.md" in issue.message
 
 
 def test_listen_server_aiohttp_still_loads(tmp_path):
     cfg = {**copy.deepcopy(BASE), "listen": {"server": "aiohttp"}}
-    assert load(_write(tmp_path, cfg)).config.listen.server == "aiohttp"
+    assert load(write_yaml(tmp_path, cfg)).config.listen.server == "aiohttp"

@@ -15,8 +15,8 @@ from gateway.config.load import ConfigError, load
 from gateway.runtime import build
 from tests.support.client import post
 from tests.support.config import hook
+from tests.support.config_files import BASE, write_yaml
 from tests.support.events import intercept, tool_before
-from tests.unit.config.test_config import BASE, _write
 
 UPSTREAM = "http://127.0.0.1:8801/"
 SUB = "{mode: intercept, events: [tool.before], timeoutMs: 300, failurePolicy: fail-closed, content: {default: body}}"
@@ -92,7 +92,7 @@ def test_duplicate_keys_in_a_json_registration_document_are_errors(tmp_path):
     (tmp_path / "registration.json").write_text(
         '{\n  "protocolVersion": "draft",\n  "protocolVersion": "0.1.0-draft.1",\n  "hooks": ' + hooks + "\n}\n"
     )
-    path = _write(tmp_path, {"id": "org.example.gateway", "registration": "registration.json"})
+    path = write_yaml(tmp_path, {"id": "org.example.gateway", "registration": "registration.json"})
     (issue,) = _issues(path)
     assert (
         issue
@@ -115,7 +115,7 @@ def _local_config(tmp_path: Path, **transport: object) -> Path:
         ],
     }
     (tmp_path / "policies").mkdir(exist_ok=True)
-    return _write(tmp_path, {"id": "org.example.gateway", "hooks": [local], "reload": {"watch": False}})
+    return write_yaml(tmp_path, {"id": "org.example.gateway", "hooks": [local], "reload": {"watch": False}})
 
 
 RULE = "  - id: rm-root\n    events: [tool.before]\n    when: 'event.tool.input.command.contains(\"rm -rf /\")'\n"
@@ -220,7 +220,7 @@ SECRET = "hunter2secret"
 def test_credentials_in_upstream_urls_are_literal_secrets_and_never_echoed(tmp_path, url):
     cfg = json.loads(json.dumps(BASE))
     cfg["hooks"][0]["transport"]["url"] = url
-    path = _write(tmp_path, cfg)
+    path = write_yaml(tmp_path, cfg)
     (issue,) = _issues(path)
     assert issue.startswith(f"{path}:6: $.hooks[0].transport.url: ") and "AHP-SEC-001" in issue
     assert SECRET not in issue
@@ -229,7 +229,7 @@ def test_credentials_in_upstream_urls_are_literal_secrets_and_never_echoed(tmp_p
 def test_check_never_echoes_a_credential_in_a_url(tmp_path):
     cfg = json.loads(json.dumps(BASE))
     cfg["hooks"][0]["transport"]["url"] = f"http://admin:{SECRET}@127.0.0.1:8801/"
-    out = _check(_write(tmp_path, cfg))
+    out = _check(write_yaml(tmp_path, cfg))
     assert out.returncode == 1 and "AHP-SEC-001" in out.stderr
     assert SECRET not in out.stdout + out.stderr
 
@@ -238,7 +238,7 @@ def test_check_never_echoes_a_credential_in_a_url(tmp_path):
 def test_credentials_in_a_registration_document_or_an_oauth_issuer_are_refused(tmp_path):
     entry = hook("org.example.a", f"https://u:{SECRET}@policy.internal/")
     (tmp_path / "registration.json").write_text(json.dumps({"protocolVersion": "draft", "hooks": [entry]}))
-    path = _write(tmp_path, {"id": "org.example.gateway", "registration": "registration.json"})
+    path = write_yaml(tmp_path, {"id": "org.example.gateway", "registration": "registration.json"})
     (issue,) = _issues(path)
     assert "registration.json" in issue and "AHP-SEC-001" in issue and SECRET not in issue
     cfg = json.loads(json.dumps(BASE))
@@ -251,14 +251,14 @@ def test_credentials_in_a_registration_document_or_an_oauth_issuer_are_refused(t
         "clientSecretRef": "env:X",
         "flow": "client_credentials",
     }
-    (issue,) = _issues(_write(tmp_path, cfg))
+    (issue,) = _issues(write_yaml(tmp_path, cfg))
     assert "$.hooks[0].authentication.issuer" in issue and "AHP-SEC-001" in issue and SECRET not in issue
 
 
 def test_an_at_sign_after_the_authority_is_not_a_credential(tmp_path):
     cfg = json.loads(json.dumps(BASE))
     cfg["hooks"][0]["transport"]["url"] = "http://127.0.0.1:8801/team@example/hook?who=a@b#x@y"
-    load(_write(tmp_path, cfg))
+    load(write_yaml(tmp_path, cfg))
 
 
 # --- upstream headers the HTTP binding writes itself ----------------------------------------------
@@ -281,6 +281,6 @@ def test_upstream_headers_cannot_reframe_the_request(tmp_path, name, value):
     type the binding writes (request smuggling toward the upstream), nor hold a NUL."""
     cfg = json.loads(json.dumps(BASE))
     cfg["hooks"][0]["transport"]["headers"] = {name: value}
-    (issue,) = _issues(_write(tmp_path, cfg))
+    (issue,) = _issues(write_yaml(tmp_path, cfg))
     assert "$.hooks[0].transport.headers" in issue
     assert len(value) < 2 or value not in issue  # the value is never echoed

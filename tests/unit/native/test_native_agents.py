@@ -14,9 +14,9 @@ from gateway.native import ahp, flow
 from gateway.native.gemini import CAPS as GEMINI_CAPS
 from gateway.native.model import NativeAnswer, Translation
 from gateway.server.app import GatewayServer
-from tests.e2e.test_native_e2e import default_gateway, hook
+from tests.support.native_gateway import default_gateway, hook
 
-__all__ = ["default_gateway"]  # the module-scoped gateway fixture, shared with test_native_e2e
+__all__ = ["default_gateway"]  # the module-scoped gateway fixture (tests/support/native_gateway.py)
 
 # Copilot CLI 1.0.102, `copilot -p` with hooks in .github/hooks/ (paths and ids replaced).
 COPILOT_SESSION = "374132f3-67c2-46bd-993c-711a054401c3"
@@ -124,6 +124,64 @@ def test_copilot_ask_carries_a_reason() -> None:
     assert doc["hookSpecificOutput"]["permissionDecisionReason"] == ahp.ASK_REASON
 
 
+def test_copilot_ask_carries_the_asking_rules_reason() -> None:
+    """issue 29: the AHP ask has no text; the gateway's policies send the asking rule's reason as
+    a ``message`` beside it (protocol §6.1: ``message`` is the user-facing effect), which Copilot's
+    preToolUse now advertises and shows as the ask's reason."""
+    tr = translate("copilot", COPILOT_102["preToolUse"], "preToolUse")
+    assert "message" in tr.caps["effects"]  # type: ignore[index]
+    why = "Recursive rm of a path outside the workspace roots."
+    doc = json.loads(answer("copilot", tr, [{"type": "ask"}, {"type": "message", "text": why}]).stdout)
+    assert doc["permissionDecision"] == "ask"
+    assert doc["permissionDecisionReason"] == why == doc["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+WHY = "Why the rule asks."
+
+
+@pytest.mark.parametrize(
+    ("effects", "decision", "reason"),
+    [
+        (
+            [{"type": "ask"}, {"type": "message", "text": WHY}, {"type": "message", "text": "More."}],
+            "ask",
+            WHY + "\n\nMore.",
+        ),
+        ([{"type": "deny", "reason": R}, {"type": "message", "text": WHY}], "deny", R + "\n\n" + WHY),
+    ],
+)
+def test_copilot_shows_messages_with_its_decision(effects: list[dict[str, Any]], decision: str, reason: str) -> None:
+    """issue 29: ``permissionDecisionReason`` is the one text Copilot shows with a decision: an
+    ask gives the messages, a deny its reason and then the messages (top level and nested)."""
+    tr = translate("copilot", COPILOT_102["preToolUse"], "preToolUse")
+    out = answer("copilot", tr, effects)
+    doc = json.loads(out.stdout)
+    assert (doc["permissionDecision"], doc["permissionDecisionReason"], out.stderr) == (decision, reason, "")
+    assert doc["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse", "permissionDecision": decision, "permissionDecisionReason": reason
+    }  # fmt: skip
+
+
+def test_copilot_message_without_a_decision_goes_to_stderr() -> None:
+    """No Copilot field shows a bare message: the hook's stderr says it, never nowhere."""
+    tr = translate("copilot", COPILOT_102["preToolUse"], "preToolUse")
+    out = answer("copilot", tr, [{"type": "message", "text": WHY}])
+    assert (out.exit_code, out.stdout) == (0, "")
+    assert out.stderr == f"ahp-gateway hook: message (no Copilot field shows it): {WHY}\n"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_copilot_ask_from_the_bundled_policy_carries_the_rules_reason(default_gateway: GatewayServer) -> None:
+    """issue 29, end to end through ``ahp-gateway hook copilot`` and the bundled policy library: a
+    recursive delete outside the workspace asks with the rule's own reason."""
+    payload = {**COPILOT_102["preToolUse"], "toolArgs": {"command": "rm -rf /opt/build"}}
+    code, out, err = await hook("copilot", "--event", "preToolUse", "--url", default_gateway.url,
+                                stdin=json.dumps(payload).encode())  # fmt: skip
+    doc = json.loads(out)
+    assert (code, err, doc["permissionDecision"]) == (0, "", "ask")
+    assert doc["permissionDecisionReason"].startswith("Recursive deletes outside the workspace")
+
+
 # ------------------------------------------------------------------------- Gemini headless ask
 # A recursive delete outside the workspace: the bundled policy asks, with a deny as its fallback.
 GEMINI_RM = {
@@ -167,7 +225,9 @@ async def test_headless_gemini_gets_the_rules_deny_instead_of_ask(default_gatewa
     asking rule's fallback deny, with its reason, from the real policy library."""
     stdin = json.dumps(GEMINI_RM).encode()
     code, out, err = await hook("gemini", "--url", default_gateway.url, stdin=stdin)
-    assert (code, json.loads(out), err) == (0, {"decision": "ask"}, "")
+    doc = json.loads(out)
+    assert (code, doc["decision"], err) == (0, "ask", "")
+    assert doc["systemMessage"].startswith("Recursive deletes outside the workspace")  # why it asks
     code, out, err = await hook("gemini", "--url", default_gateway.url, "--non-interactive", stdin=stdin)
     doc = json.loads(out)
     assert code == 0 and err == "" and doc["decision"] == "deny"

@@ -16,11 +16,11 @@ import pytest
 
 from gateway.native import ahp, client, flow
 from gateway.native.model import NativeAnswer, Translation
+from tests.support.native_answers import FAIL_DENY, SYNTHETIC, hso
 from tests.support.native_payloads import ALL, event_of
 from tests.support.paths import ROOT
 
 CODEX_SCHEMAS = ROOT / "tests" / "data" / "codex"
-SYNTHETIC = ahp.synthetic_denial("x").reason
 R = "Force-pushing to main is not allowed."
 DENY = {"type": "deny", "reason": R}
 ASK = {"type": "ask"}
@@ -74,10 +74,6 @@ def run(harness: str, key: str, effects: list[dict[str, Any]], on_error: str = "
 
 def j(answer: NativeAnswer) -> Any:
     return json.loads(answer.stdout) if answer.stdout else None
-
-
-def hso(event: str, **fields: Any) -> dict[str, Any]:
-    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
 
 
 # (harness, payload key, effects, exit code, stdout JSON or None, stderr)
@@ -598,36 +594,6 @@ MALFORMED: list[tuple[str, int, bytes]] = [
     ("HTTP 200 without a body", 200, b""),
 ]
 
-FAIL_DENY: dict[str, tuple[str, int, Any]] = {
-    "claude-code": (
-        "PreToolUse/Bash",
-        0,
-        hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC),
-    ),
-    "codex": ("PreToolUse/Bash", 0, hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC)),
-    "gemini": ("BeforeTool/shell", 0, {"decision": "deny", "reason": SYNTHETIC}),
-    "copilot": (
-        "preToolUse/bash",
-        0,
-        {
-            "permissionDecision": "deny",
-            "permissionDecisionReason": SYNTHETIC,
-            **hso("PreToolUse", permissionDecision="deny", permissionDecisionReason=SYNTHETIC),
-        },
-    ),
-    "cursor": (
-        "preToolUse/Shell",
-        0,
-        {
-            "permission": "deny",
-            "decision": "deny",
-            "reason": SYNTHETIC,
-            "user_message": SYNTHETIC,
-            "agent_message": SYNTHETIC,
-        },
-    ),
-    "windsurf": ("pre_run_command", 2, None),
-}
 FAIL_ALLOW = {
     "claude-code": None,
     "codex": None,

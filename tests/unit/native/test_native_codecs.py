@@ -104,7 +104,7 @@ EXPECTED_CAPS: dict[tuple[str, str], dict[str, Any] | None] = {
     },
     ("gemini", "SessionEnd"): None,
     ("copilot", "preToolUse/bash"): {
-        "effects": ["deny", "ask", "modify"],
+        "effects": ["deny", "ask", "modify", "message"],
         "modify": {"input": {"replace": True, "merge": False}},
     },
     ("copilot", "permissionRequest/bash"): {"effects": ["deny", "allow", "flow"], "flow": {"operations": ["stop"]}},

@@ -262,7 +262,12 @@ def test_a_deny_that_stopped_evaluation_leaves_later_rules_to_evaluate(tmp_path)
     assert got.unenforceable is not None and got.unenforceable.rule == "deny"
     got, want = _both(library, values, {"effects": ["message", "ask"]})
     assert got == want
-    assert [e.get("text", e["type"]) for e in got.effects] == ["name", "int", "ask"]
+    assert [e.get("text", e["type"]) for e in got.effects] == [
+        "name",
+        "int",
+        "ask",
+        "stop",
+    ]  # the deny, asked, says why
 
 
 def test_an_evaluation_error_is_never_remembered(tmp_path):

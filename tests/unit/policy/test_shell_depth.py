@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.policy.facts.shell import parse_command
-from tests.hostile.policy.test_policy_adversarial import shell
+from tests.support.policy_library import shell
 
 RM_HOME = "rm-root-home-system"
 FORCE = "force-push-protected"
@@ -212,3 +212,23 @@ def test_static_words_are_computed() -> None:
     assert argv("echo ${UNSET_VAR:-x}")[1].startswith("${")  # an environment variable: unknown
     facts, _ = parse_command("echo $((x+1))", "/home/ana/p", "/home/ana")
     assert facts[0]["dynamic"]
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("git push --force origin main", []),
+        ("git push origin feature/x:refs/heads/feature/x", []),
+        ("git fetch upstream release/2.0", []),
+        ("git switch feature/login", []),
+        ("git merge origin/main", []),
+        ("git push ../mirror main", ["/home/ana/mirror"]),  # a remote spelt as a path is one
+        ("git push ~/backup.git main", ["/home/ana/backup.git"]),
+        ("git add src/app.py", ["/home/ana/p/src/app.py"]),
+    ],
+)
+def test_git_remotes_and_refs_are_not_paths(command: str, paths: list[str]) -> None:
+    """A remote name and a branch are not files in the workspace (``explain`` showed
+    ``origin`` and ``main`` as paths); a remote spelt as a path still is one."""
+    facts, _ = parse_command(command, "/home/ana/p", "/home/ana")
+    assert facts[0]["paths"] == paths

@@ -24,6 +24,23 @@ _URL_WORD = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_.-]*=|[A-Za-z_][A-Za-z0-9
 it names is one it may connect to. A URL elsewhere in a word is text, except in an
 interpreter's code (``python -c "urlopen('http://...')"``)."""
 _SPACE = re.compile(r"\s")
+_GIT_REMOTE_FIRST = frozenset({"push", "fetch", "pull"})
+"""git subcommands whose operands are a remote, then refspecs: neither is a file of the workspace."""
+_GIT_REFS_ONLY = frozenset({"branch", "switch", "merge", "rebase", "tag", "cherry-pick", "revert"})
+"""git subcommands whose operands are refs (branch, tag, commit names), never files."""
+_PATH_LIKE = re.compile(r"^(/|\./|\.\./|~|file://)")
+
+
+def _git_pathish(sub: str | None, words: list[Word]) -> list[Word]:
+    """The operands of a git command that name files: a remote is one only when it is spelt as a
+    path (``git push ../mirror main``); refs and refspecs never are."""
+    if sub in _GIT_REFS_ONLY:
+        return []
+    if sub in _GIT_REMOTE_FIRST:
+        return [w for w in words[:1] if w.dynamic or _PATH_LIKE.match(w.text)]
+    return words
+
+
 _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
 
 
@@ -81,11 +98,13 @@ def build(cmd: Command) -> None:
         given = {"-e", "-f", "--regexp", "--file"} & set(parsed.values)
         pathish = operand_words if given else operand_words[1:]
         values = {k: v for k, v in parsed.values.items() if k not in ("-e", "--regexp")}
+    elif program == "git":
+        pathish, values = _git_pathish(sub, operand_words), parsed.values
     else:
         pathish, values = operand_words, parsed.values
     candidates: list[tuple[Word, str]] = [(w, w.text) for w in pathish]
     candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
-    for w in argw if pathish is operand_words else []:
+    for w in argw if pathish is operand_words or program == "git" else []:
         t = w.text
         if t.startswith("--") and "=" in t:
             candidates.append((w, t.split("=", 1)[1]))

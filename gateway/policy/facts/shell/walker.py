@@ -164,20 +164,21 @@ class Walker:
         if t == "variable_assignment":
             self.assign(n, src, st, depth, ctx)
             return []
-        if (
-            t == "declaration_command"
-            and n.child_count
-            and all(p.type == "word" and (p.text or b"").startswith(b"-") for p in n.named_children)
-        ):  # `export -p`, `declare -x`: a command that prints variables, not an assignment
-            keyword = (n.children[0].text or b"").decode()
-            printer = [Word(keyword, "0" * len(keyword))] + [self.word(p, src, st, depth) for p in n.named_children]
-            return self.resolve(Command(printer, st, depth, ctx), src, st, depth)
         if t in ("declaration_command", "unset_command"):
+            printed: list[Word] = []
             for part in n.named_children:
                 if part.type == "variable_assignment":
                     self.assign(part, src, st, depth, ctx)
                 else:
-                    self.word(part, src, st, depth)
+                    printed.append(self.word(part, src, st, depth))
+            keyword = n.children[0].text.decode() if n.children and n.children[0].text else ""
+            if (
+                t == "declaration_command"
+                and len(printed) == n.named_child_count
+                and all(w.text.startswith("-") for w in printed)
+            ):  # `export -p`, `declare -x`: a command that prints variables, not an assignment
+                cmd = Command([Word(keyword, "0" * len(keyword)), *printed], st, depth, ctx)
+                return self.resolve(cmd, src, st, depth)
             return []
         if t == "subshell":
             return self.children(n, src, st.copy(), depth, ctx)
@@ -289,22 +290,24 @@ class Walker:
         local = st.copy()
         args: list[tree_sitter.Node] = []
         prefix_assign = False
-        last: tree_sitter.Node | None = None
+        last: tree_sitter.Node | None = None  # the assignment whose value may go on in the next node
+        end = -1  # where the last piece of that value ends: a node starting there continues it
         for c in n.children:
             if not c.is_named:
                 if c.type == "$" and c.text != b"$":  # an escaped `\$` the grammar leaves anonymous
                     args.append(c)
                 continue
-            if last is not None and c.start_byte == last.end_byte and not c.type.endswith("redirect"):
-                # tree-sitter-bash ends `B='m'\a'in'` after 'm': the touching rest is still its value
+            if last is not None and c.start_byte == end and not c.type.endswith("redirect"):
+                # tree-sitter-bash ends `B='m'\a'i'\n` after 'm' and splits the rest into more
+                # nodes: every touching one is still the value
                 self.assign(last, src, local, depth, ctx, tail=c)
-                last = c
+                end = c.end_byte
                 continue
             last = None
             if c.type == "variable_assignment":
                 self.assign(c, src, local, depth, ctx)
                 prefix_assign = True
-                last = c
+                last, end = c, c.end_byte
             elif c.type.endswith("redirect"):
                 redirs.append(c)
             elif c.type == "command_name":
@@ -386,8 +389,11 @@ class Walker:
             for c in r.children:
                 if c.type == "file_descriptor":
                     fd = c.text.decode() if c.text else ""
+                elif c.type == "ERROR" and c.text in (b"<", b">"):  # tree-sitter-bash has no `<>`
+                    op += c.text.decode()
                 elif not c.is_named:
-                    op = op or (c.text.decode() if c.text else "")
+                    text = c.text.decode() if c.text else ""
+                    op = op + text if op == "<" and text == ">" else (op or text)
                 elif c.type == "heredoc_body":
                     body = c.text.decode() if c.text else ""
                     quoted = any(
@@ -471,6 +477,8 @@ class Walker:
             if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
                 script_at = None
             reads_stdin = script_at is None and program not in ("source", ".") and not has_inline_code(program, args)
+            if "xargs" in cmd.wrappers and program in SHELLS and args and re.fullmatch(r"-[a-z]*c", args[-1]):
+                cmd.code_from = unique([*cmd.code_from, *cmd.stdin_from])  # `curl … | xargs -0 sh -c`
             if script_at is not None:
                 w = argw[script_at]
                 if w.procsub and w.output is not None:
@@ -567,6 +575,9 @@ class Walker:
                     if name:
                         written.append(pathmod.normalize(name, st.cwd, st.home, shell=True))
             for p in written:
+                st.downloads[p] = program
+        if program in effectmod.DECODERS:  # `base64 -d p.b64 > /tmp/p.sh`: decoded code, maybe run later
+            for p in outs:
                 st.downloads[p] = program
         if program == "tee" and cmd.stdin_from:
             feeders = [p for p in cmd.stdin_from if p in DOWNLOADERS]

@@ -3,6 +3,7 @@ resolved as far as the line shows them, and where its text is fixed or only know
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import tree_sitter
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 _DEFAULTS = {"SHELL": "/bin/sh", "BASH": "/bin/bash"}
 """Values of variables a rule may rely on when the command line did not set them."""
+_DEFAULTED = re.compile(r"^\$\{[A-Z]+:?[-=][^}]*\}$")
+_PIDS = frozenset({b"$$", b"$BASHPID", b"$PPID"})
 
 
 def word(walker: Walker, n: tree_sitter.Node, src: bytes, st: State, depth: int) -> Word:
@@ -98,7 +101,12 @@ def word(walker: Walker, n: tree_sitter.Node, src: bytes, st: State, depth: int)
         for c in n.children:
             if c.start_byte > pos:
                 unquoted(src[pos : c.start_byte].decode("utf-8", "replace"), w)
-            w.extend(word(walker, c, src, st, depth))
+            if w.text.endswith("/proc/") and (
+                (c.type == "simple_expansion" and c.text in _PIDS) or c.type == "command_substitution"
+            ):  # `/proc/$(pgrep node)/environ`: some process, as `/proc/self`
+                w.add("self", True)  # `/proc/$$/environ`: a process of this session, as `/proc/self`
+            else:
+                w.extend(word(walker, c, src, st, depth))
             pos = c.end_byte
         if n.end_byte > pos:
             unquoted(src[pos : n.end_byte].decode("utf-8", "replace"), w)
@@ -146,8 +154,8 @@ def expansion(walker: Walker, n: tree_sitter.Node, raw: str, st: State, w: Word)
     if simple and name == "HOME" and name not in st.vars:
         w.add(st.home, True)
         return
-    if simple and name in _DEFAULTS and name not in st.vars:
-        w.add(_DEFAULTS[name], True)
+    if name in _DEFAULTS and name not in st.vars and (simple or _DEFAULTED.match(raw)):
+        w.add(_DEFAULTS[name], True)  # `${SHELL:-sh}`: set in every session, else a shell anyway
         return
     if simple and name == "IFS" and name not in st.vars:
         w.add(" ", False)  # default IFS: the word is split here

@@ -1,0 +1,31 @@
+"""Gateway processes started by tests: a free port, and waiting until the admin listener says ready."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(proc, admin: int) -> None:
+    deadline = time.monotonic() + 30
+    while admin_ready(admin) != 200:
+        assert proc.poll() is None, "gateway exited early"
+        assert time.monotonic() < deadline, "gateway not ready"
+        time.sleep(0.05)
+
+
+def admin_ready(admin: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
