@@ -38,7 +38,7 @@ from pathlib import Path
 
 from bench import realmix
 from bench.payloads import intercept_body
-from bench.procs import BenchError, Processes, free_port, http_request, wait_until
+from bench.procs import BenchError, Processes, free_port, http_request, redis_server, wait_until
 from bench.scenarios import ALL, BY_KEY, gateway_config, production_profile
 
 CONNECTIONS = 16
@@ -139,7 +139,8 @@ def measure(key: str, n: int, workdir: Path, mix: realmix.Mix | None = None, war
             )
             waited.append(stub)
             urls = [f"http://127.0.0.1:{stub_port}/"] * scenario.stubs
-            config = gateway_config(scenario, port, admin, urls, workdir)
+            redis_url = redis_server(procs, workdir)[1] if scenario.shared_limit else None
+            config = gateway_config(scenario, port, admin, urls, workdir, redis_url)
             if scenario.production:
                 config = production_profile(config)
             path = workdir / f"{key}.json"

@@ -219,6 +219,28 @@ def wait_until(
         time.sleep(interval)
 
 
+def redis_server(procs: Processes, workdir: Path, cpus: frozenset[int] | None = None) -> tuple[Proc, str]:
+    """A ``redis-server`` (Debian's package) on a free loopback port, no persistence, for the
+    scenarios with a shared rate limit; its URL."""
+    import shutil
+    import socket
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise BenchError("redis-server is not installed (Debian package redis-server)")
+    port = free_port()
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = procs.start("redis", [*argv, "--dir", str(workdir)], cpus=cpus)
+
+    def answers() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    wait_until(answers, deadline_s=10, procs=[proc], what="redis-server")
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
 def http_request(
     port: int, method: str, path: str, body: bytes | None = None, timeout: float = 5.0
 ) -> tuple[int, bytes]:

@@ -219,6 +219,7 @@ def targets(agg: dict[str, dict[str, Any]], instances: Sequence[dict[str, Any]] 
     )
 
     ratio_target("S7 (production profile) throughput ≥ 90 % of S2", "S7", "S2", 0.9)
+    ratio_target("S2L (one shared rate limit, Redis on loopback) throughput ≥ 0.8 × S2", "S2L", "S2", 0.8)
 
     # S8, real tool calls: the target, and the first milestone on the way to it
     for share in (0.25, 0.1):

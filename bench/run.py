@@ -38,6 +38,7 @@ from bench.procs import (  # noqa: E402
     children_cpu_seconds,
     free_port,
     http_request,
+    redis_server,
     system_busy_seconds,
     wait_idle,
     wait_until,
@@ -244,6 +245,7 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
         proc.port = port
         stubs.append(proc)
     port = ctx.port()
+    extra_procs: list[Proc] = []
     name = f"{sc.key}-r{rep}-{sc.under_test}"
     if sc.under_test == "stub":
         argv = [py, "-m", "bench.stub", "--port", str(port), "--impl", "aiohttp" if sc.no_read else impl]
@@ -263,7 +265,12 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
         ut.extra["admin_port"] = admin
     else:
         admin = ctx.port()
-        config = gateway_config(sc, port, admin, [f"http://127.0.0.1:{s.port}/" for s in stubs], ctx.workdir)
+        redis_url = None
+        if sc.shared_limit:
+            redis, redis_url = redis_server(ctx.procs, ctx.workdir, ctx.aux_cpus)
+            extra_procs.append(redis)
+        urls = [f"http://127.0.0.1:{s.port}/" for s in stubs]
+        config = gateway_config(sc, port, admin, urls, ctx.workdir, redis_url)
         path = ctx.workdir / f"gateway-{sc.key}-r{rep}.yaml"
         path.write_text(json.dumps(config, indent=2), encoding="utf-8")
         argv = [py, "-m", "gateway", "--log-level", "WARNING", "serve", "--config", str(path)]
@@ -271,6 +278,7 @@ def launch(sc: Scenario, rep: int, ctx: Context) -> Instance:
         ut.extra["admin_port"] = admin
         ut.extra["config"] = str(path)
     ut.port = port
+    ut.extra["helpers"] = extra_procs
     body_file = None
     lua = None
     if not sc.unique and sc.body != "realmix":
@@ -369,7 +377,8 @@ def ready(inst: Instance, ctx: Context) -> None:
 
 
 def teardown(inst: Instance, ctx: Context, keep_logs: bool) -> None:
-    for proc in reversed(inst.all):
+    helpers = list(inst.under_test.extra.get("helpers", ()))  # type: ignore[call-overload]  # S2L: its redis-server
+    for proc in [*reversed(inst.all), *helpers]:
         ctx.procs.stop(proc)
         if not keep_logs:
             try:

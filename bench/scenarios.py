@@ -158,6 +158,9 @@ class Scenario:
     front: str = "aiohttp"
     """Gateway: the harness-facing server: aiohttp (with the fast lane) or aiohttp-only
     (``listen.fastLane: false``)."""
+    shared_limit: bool = False
+    """Gateway: one ``rateLimits`` entry with ``scope: shared`` (per principal, never exceeded),
+    its buckets in a ``redis-server`` on loopback the runner starts."""
     default_config: bool = False
     """Gateway: ``ahp-gateway serve`` on its embedded default configuration (the bundled policies,
     decision log to stdout, metrics on), only the ports given on the command line."""
@@ -259,6 +262,13 @@ REFERENCE_SCENARIOS: tuple[Scenario, ...] = (
         unrouted=True,
     ),
     Scenario(
+        "S2L",
+        "load → gateway → 1 upstream, one shared rate limit (Redis on loopback)",
+        "gateway",
+        stubs=1,
+        shared_limit=True,
+    ),
+    Scenario(
         "S2a",
         "load → gateway with the fast lane off (aiohttp serves every request) → 1 upstream",
         "gateway",
@@ -307,7 +317,27 @@ ALL = SCENARIOS + REFERENCE_SCENARIOS + DELAY_SCENARIOS
 BY_KEY = {s.key: s for s in ALL}
 
 
-def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: list[str], workdir: Path) -> Config:
+SHARED_LIMIT = {
+    "id": "per-principal",
+    "key": "principal.?name.orValue('anonymous')",
+    "requestsPerSecond": 1_000_000,
+    "burst": 1_000_000,
+    "scope": "shared",
+    "onStateError": "fail-closed",
+}
+"""S2L's limit: the issue's per-principal limit (the benchmark's requests carry no credential, so
+every one is ``anonymous``), every request checked in Redis, none refused (fail-closed: a Redis
+that does not answer shows up as errors, not as a faster run)."""
+
+
+def gateway_config(
+    scenario: Scenario,
+    port: int,
+    admin_port: int,
+    stub_urls: list[str],
+    workdir: Path,
+    redis_url: str | None = None,
+) -> Config:
     if scenario.unrouted:
         hooks = [local_hook([str(BUNDLED_POLICIES)], events=("tool.permission.request",))]
     elif scenario.local_policies:
@@ -322,4 +352,9 @@ def gateway_config(scenario: Scenario, port: int, admin_port: int, stub_urls: li
     config = base_config(scenario.key, port, admin_port, hooks, fanout=scenario.fanout)
     if scenario.front == "aiohttp-only" and "fastLane" in _sub_keys("listen"):
         config["listen"]["fastLane"] = False
+    if scenario.shared_limit:
+        if redis_url is None:
+            raise ValueError(f"{scenario.key} needs a Redis URL")
+        config["state"] = {"redis": {"url": redis_url, "timeoutMs": 200}}
+        config["rateLimits"] = [dict(SHARED_LIMIT)]
     return production_profile(config) if scenario.production else config

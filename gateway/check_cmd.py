@@ -18,12 +18,16 @@ from gateway.inbound.gate import describe as describe_inbound
 STDIN_NAME = "<stdin>"
 
 
-def load_and_build(config: str, stdin_text: str | None = None) -> tuple[LoadedConfig, Any]:
+def load_and_build(config: str, stdin_text: str | None = None, resolve: bool = False) -> tuple[LoadedConfig, Any]:
     """Load (``-``: from ``stdin_text``, relative paths from the working directory) and compile
-    as the assembly does for ``serve``."""
+    as the assembly does for ``serve``; ``resolve``: also every file and credential the
+    configuration names, as ``serve`` does before it starts (:mod:`gateway.preflight`)."""
     from gateway.assemble import compile_snapshot
+    from gateway.preflight import require_resolved
 
     loaded = load(Path.cwd() / STDIN_NAME, text=stdin_text or "") if config == "-" else load(Path(config))
+    # the CA bundles at least: compiling reads them
+    require_resolved(loaded, secrets=resolve, text=stdin_text if config == "-" else None)
     return loaded, compile_snapshot(loaded)
 
 
@@ -92,9 +96,11 @@ def _displayed(issues: Sequence[Issue]) -> list[str]:
     return [issue_text(i).split(": ", 1)[1] for i in issues]
 
 
-def check(config: str, fmt: str = "text", strict: bool = False, stdin_text: str | None = None) -> CommandResult:
+def check(
+    config: str, fmt: str = "text", strict: bool = False, stdin_text: str | None = None, resolve: bool = True
+) -> CommandResult:
     try:
-        loaded, snap = load_and_build(config, stdin_text)
+        loaded, snap = load_and_build(config, stdin_text, resolve)
     except ConfigError as exc:
         if fmt == "json":
             body = {

@@ -34,7 +34,8 @@ from gateway.policy.facts import derived_variables, references_facts
 from gateway.policy.library import PolicyError, load_policies, require_rules
 from gateway.protocol import content, schemas
 from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, matches
-from gateway.routing.cel import CelCompileError, Engine, Program
+from gateway.ratelimit import Rule, compile_rules
+from gateway.routing.cel import CelCompileError, Engine, Program, ValueProgram
 from gateway.routing.context import ContextBuilder
 from gateway.upstream.base import Upstream
 from gateway.upstream.circuit import Breakers, CircuitBreaker
@@ -90,6 +91,10 @@ class RuntimeConfig:
     pool: ClientPool
     """The HTTP client pool its upstreams (and their credentials) use."""
     expression_ids: tuple[str, ...] = ()
+    rate_limits: tuple[Rule, ...] = ()
+    """``rateLimits``, compiled (empty: no limit is checked, nothing is asked of Redis)."""
+    limits_read_event: bool = True
+    """Whether any rate limit key reads ``event`` (else its activation leaves it out)."""
 
     async def aclose(self) -> None:
         """Close what a snapshot built for one command (``explain --call``, ``replay``) opened:
@@ -191,6 +196,19 @@ class RuntimeHolder:
                     await upstream.aclose()
 
 
+def unresolved_credentials(snap: RuntimeConfig) -> dict[str, str]:
+    """Upstream hook id → why its configured credential cannot be resolved now (a token
+    variable unset, a token or secret file deleted or emptied since start). Reasons name the
+    variable or file, never a value; ``/readyz`` is false while this is not empty."""
+    out: dict[str, str] = {}
+    for hook, upstream in zip(snap.loaded.hooks, snap.upstreams, strict=False):
+        check = getattr(transport_of(upstream), "unresolved", None)
+        problem = check() if check is not None else None
+        if problem is not None:
+            out[hook.id] = problem
+    return out
+
+
 def _selection(sub: Any) -> tuple[Mapping[str, str], bool]:
     selection = sub.content.as_dict()
     return MappingProxyType(selection), all(v == "body" for v in selection.values())
@@ -285,6 +303,20 @@ def build(
                 for event in ALL_EVENTS:
                     if any(matches(p, event) for p in sub.events):
                         observe[event].append(route)
+
+    def compile_key(source: str, ident: str, index: int) -> ValueProgram | None:
+        items: tuple[str | int, ...] = ("rateLimits", index, "key")
+        try:
+            return engine.compile_string(source, ident)
+        except CelCompileError as exc:
+            where = f"{exc.line}:{exc.column}: " if exc.line else ""
+            issues.append(
+                Issue(str(loaded.path), json_path(items), f"CEL {where}{exc.message}", line_of(loaded.path, items))
+            )
+            return None
+
+    rate_limits = compile_rules(cfg.rateLimits, compile_key)
+    expression_ids.extend(rule.key.id for rule in rate_limits)
     if issues:
         raise ConfigError(issues)
     frozen_intercept = MappingProxyType({e: tuple(r) for e, r in intercept.items() if r})
@@ -332,6 +364,8 @@ def build(
         breakers=tuple(hook_breakers),
         pool=pool,
         expression_ids=tuple(expression_ids),
+        rate_limits=rate_limits,
+        limits_read_event=any(rule.reads_event for rule in rate_limits),
     )
 
 

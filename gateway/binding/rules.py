@@ -98,6 +98,13 @@ def denied_natively(refusal: Refuse) -> bool:
     return refusal.status != 415
 
 
+def auth_denied_natively(status: int) -> bool:
+    """Whether ``POST /native/<harness>`` answers an inbound-authentication refusal (401, 403) with
+    the harness's own denial in a 200, for the same reason as :func:`denied_natively`; the
+    ``WWW-Authenticate`` challenge is kept on that 200 and the refusal is counted as on any route."""
+    return status in (401, 403)
+
+
 def frame(answer: bytes | None) -> tuple[int, str | None, bytes]:
     """``(status, content type, body)`` of the pipeline's answer: None is a notification's."""
     if answer is None:

@@ -423,6 +423,24 @@ def _semantic(
             f"uploads.path {cfg.uploads.path!r} is a native hook target (POST /native/<harness>): use another path",
             where=source,
         )
+    redis = cfg.state.redis
+    if cfg.uploads is not None and cfg.uploads.storage.type == "redis" and redis is None:
+        issue(("uploads", "storage", "type"), "type: redis needs state.redis (its url)", where=source)
+    for index, limit in enumerate(cfg.rateLimits):
+        if limit.scope == "shared" and redis is None:
+            issue(
+                ("rateLimits", index, "scope"),
+                f"rate limit {limit.id!r}: scope shared needs state.redis; configure it or use scope: local",
+                where=source,
+            )
+    if redis is not None and redis.passwordFile is not None:
+        secret = source.path.parent / redis.passwordFile
+        if not secret.is_file():
+            issue(("state", "redis", "passwordFile"), "the password file does not exist (yet)", "warning", source)
+    if redis is not None and redis.passwordEnv is not None and redis.passwordEnv not in os.environ:
+        issue(
+            ("state", "redis", "passwordEnv"), f"environment variable {redis.passwordEnv} is not set", "warning", source
+        )
     if cfg.uploads is not None and cfg.uploads.storage.totalBytes < cfg.uploads.maxBytes:
         issue(("uploads", "storage", "totalBytes"), "totalBytes is smaller than uploads.maxBytes", "warning", source)
     if cfg.observe.queueBytes < cfg.limits.maxBodyBytes:

@@ -580,10 +580,25 @@ class Inbound(Model):
 
 
 class UploadStorage(Model):
-    memoryBytes: int = Field(16 * 1024 * 1024, ge=0, description="Uploads held in memory, in total.")
+    type: Literal["memory", "spool", "redis"] = Field(
+        "memory",
+        description="memory: this process (spoolDir, when set, takes what exceeds memoryBytes); spool: memory then "
+        "spoolDir (required); redis: state.redis, shared by every worker and replica.",
+    )
+    memoryBytes: int = Field(
+        16 * 1024 * 1024,
+        ge=0,
+        description="Uploads held in memory, in total (type redis: being received by one process; 0: totalBytes).",
+    )
     spoolDir: str | None = Field(None, description="Directory for uploads beyond memoryBytes (none: refuse them).")
     totalBytes: int = Field(256 * 1024 * 1024, ge=0, description="Memory and spool together.")
     ttlSeconds: float = Field(600.0, gt=0, description="How long an upload stays referable.")
+
+    @model_validator(mode="after")
+    def _spool_needs_dir(self) -> UploadStorage:
+        if self.type == "spool" and not self.spoolDir:
+            raise ValueError("type: spool needs spoolDir")
+        return self
 
 
 class Uploads(Model):
@@ -601,6 +616,63 @@ class Uploads(Model):
     )
     storage: UploadStorage = Field(default_factory=UploadStorage)  # type: ignore[arg-type]
     """Where uploads are held, and for how long."""
+
+
+class RedisState(Model):
+    """The Redis every worker and replica shares (``uploads.storage.type: redis``, shared rate
+    limits). The password is never in the file: ``passwordEnv`` or ``passwordFile``."""
+
+    url: str = Field(pattern=r"^rediss?://[^\s]+$", description="redis://host:port/db, or rediss:// for TLS.")
+    keyPrefix: str = Field("ahp-gateway:", min_length=1, description="Prefix of every key the gateway writes.")
+    timeoutMs: int = Field(
+        50, ge=1, le=10_000, description="Per operation, and never beyond what is left of the request's deadline."
+    )
+    passwordEnv: str | None = Field(None, pattern=ENV_NAME, description="Environment variable holding the password.")
+    passwordFile: str | None = Field(None, min_length=1, description="Relative to the config file (a mounted Secret).")
+    username: str | None = Field(None, min_length=1, description="Redis ACL user (with a password).")
+    caFile: str | None = Field(None, description="PEM bundle that replaces platform trust (rediss:// only).")
+    maxConnections: int = Field(32, ge=1, le=10_000, description="Connection pool size per process.")
+
+    @field_validator("url")
+    @classmethod
+    def _no_userinfo(cls, v: str) -> str:
+        if has_userinfo(v):
+            raise ValueError(USERINFO_MESSAGE.replace("use authentication", "use passwordEnv or passwordFile"))
+        return v
+
+    @model_validator(mode="after")
+    def _one_password(self) -> RedisState:
+        if self.passwordEnv is not None and self.passwordFile is not None:
+            raise ValueError("set at most one of passwordEnv or passwordFile")
+        if self.caFile is not None and not self.url.startswith("rediss://"):
+            raise ValueError("caFile applies to rediss:// URLs only")
+        return self
+
+
+class State(Model):
+    """State shared between processes."""
+
+    redis: RedisState | None = None
+    """The Redis shared by every worker and replica; absent: nothing is shared."""
+
+
+class RateLimit(Model):
+    """A token bucket per key (docs/operations/rate-limits.md), checked before the chain."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Names the limit (metric label, error).")
+    key: str = Field(min_length=1, description="CEL over the routing activation; must produce a string.")
+    requestsPerSecond: float = Field(gt=0, le=1_000_000, description="Refill rate of the bucket.")
+    burst: int = Field(ge=1, le=10_000_000, description="Bucket size: requests allowed at once after a quiet spell.")
+    scope: Literal["shared", "local"] = Field("shared", description="shared: state.redis; local: per process.")
+    onStateError: Literal["fail-open", "fail-closed"] = Field(
+        "fail-open", description="When Redis cannot answer within state.redis.timeoutMs."
+    )
+    onError: Literal["match", "skip"] = Field(
+        "match", description="Key evaluation error: match counts it under one shared error key; skip lets it pass."
+    )
+    maxInflight: int | None = Field(
+        None, ge=1, le=1_000_000, description="Intercepts of one key served at once by one process; more get -32003."
+    )
 
 
 class TrustedIssuer(Model):
@@ -688,6 +760,18 @@ class GatewayConfig(Model):
     """Authorization servers the gateway may use for upstreams discovered via RFC 9728."""
     discovery: DiscoveryPolicy = Field(default_factory=DiscoveryPolicy)
     """Which addresses URLs learnt from upstreams may point to."""
+    state: State = Field(default_factory=State)
+    """State shared by every worker and replica (Redis): shared uploads and shared rate limits."""
+    rateLimits: list[RateLimit] = Field(default_factory=list, description="Checked before the chain, in order.")
+
+    @field_validator("rateLimits")
+    @classmethod
+    def _unique_limits(cls, v: list[RateLimit]) -> list[RateLimit]:
+        ids = [limit.id for limit in v]
+        for ident in ids:
+            if ids.count(ident) > 1:
+                raise ValueError(f"duplicate rate limit id {ident!r}")
+        return v
 
     @field_validator("protocolVersions")
     @classmethod

@@ -43,6 +43,15 @@ class BearerToken:
     async def authorization(self) -> str:
         return "Bearer " + self.token()
 
+    def unresolved(self) -> str | None:
+        """Why the token cannot be read now (naming the variable or file, never a value), or
+        None: ``/readyz`` asks, as the next call would."""
+        try:
+            self.token()
+        except CredentialUnavailable as exc:
+            return str(exc)
+        return None
+
     def token(self) -> str:
         if self._env is not None:
             value = os.environ.get(self._env, "").strip()

@@ -107,6 +107,14 @@ class ClientCredentials:
         """The upstream rejected the token: the next call fetches a fresh one."""
         self._token = None
 
+    def unresolved(self) -> str | None:
+        """Why the client secret or private key cannot be read now, or None (``/readyz``)."""
+        for ref in (self._secret, self._private_key):
+            problem = ref.unresolved() if ref is not None else None
+            if problem is not None:
+                return problem
+        return None
+
     async def authorization(self) -> str:
         if self._token is not None and time.monotonic() < self._expires:
             return "Bearer " + self._token
@@ -208,11 +216,13 @@ def _secret(ref: str | None, base: Path) -> BearerToken | None:
     return BearerToken(env=rest) if scheme == "env" else BearerToken(file=Path(os.path.abspath(base / rest)))
 
 
-def client_assertion(key_text: str, client_id: str, audience: str, lifetime: int = 60) -> str:
-    """A signed RFC 7523 client assertion (``private_key_jwt``) for one token request."""
-    import secrets as _secrets
+def check_private_key(key_text: str) -> None:
+    """Raise :class:`CredentialUnavailable` unless ``key_text`` is a PEM or JWK private key
+    (``check`` and ``serve`` refuse a ``privateKeyRef`` that is not one before the first call)."""
+    _private_key(key_text)
 
-    from joserfc import jwt
+
+def _private_key(key_text: str) -> Any:
     from joserfc.errors import JoseError
     from joserfc.jwk import ECKey, OKPKey, RSAKey, import_key
 
@@ -231,6 +241,17 @@ def client_assertion(key_text: str, client_id: str, audience: str, lifetime: int
         key = None
     if key is None or not key.is_private:
         raise CredentialUnavailable("privateKeyRef does not hold a private key")
+    return key
+
+
+def client_assertion(key_text: str, client_id: str, audience: str, lifetime: int = 60) -> str:
+    """A signed RFC 7523 client assertion (``private_key_jwt``) for one token request."""
+    import secrets as _secrets
+
+    from joserfc import jwt
+    from joserfc.jwk import ECKey, RSAKey
+
+    key = _private_key(key_text)
     if isinstance(key, RSAKey):
         alg = "RS256"
     elif isinstance(key, ECKey):

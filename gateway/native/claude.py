@@ -93,6 +93,7 @@ _COPILOT_NAMES = {
 
 
 REFUSED_REASON = "Blocked by the AHP gateway: the hook payload was refused (too large or malformed)."
+UNAUTHENTICATED_REASON = "Blocked by the AHP gateway: the hook's credentials were refused ({status})."
 
 
 class Profile(NamedTuple):
@@ -209,13 +210,13 @@ class ClaudeFamilyCodec:
         return events.manifest([(_AHP_TYPE[name], caps) for name, caps in self.profile.caps.items()])
 
     # ----------------------------------------------------------------------------- outbound
-    def refusal(self, event: str | None) -> NativeAnswer:
+    def refusal(self, event: str | None, reason: str = REFUSED_REASON) -> NativeAnswer:
         """This harness's own denial of a hook body the gateway will not read (too large, broken
         coding, not JSON): its HTTP hook treats any non-2xx as "proceed", so a refusal must deny
         in a 2xx body. The event's own denial when ``event`` names one that can deny, else one that
         blocks whatever the event: Copilot's preToolUse and permissionRequest denials together;
         Claude Code's ``decision: block`` with ``continue: false`` (stops the turn)."""
-        settled = Settled(permission="deny", reason=REFUSED_REASON, synthetic=True)
+        settled = Settled(permission="deny", reason=reason, synthetic=True)
         try:
             name = self.event_name({}, event) if event else None
         except NativePayloadError:
@@ -225,10 +226,10 @@ class ClaudeFamilyCodec:
             return self.answer(Translation(name, {"params": {"capabilities": caps}}), settled)
         out: Json
         if self.profile.copilot:
-            out = {"permissionDecision": "deny", "permissionDecisionReason": REFUSED_REASON}
-            out.update(behavior="deny", message=REFUSED_REASON)
+            out = {"permissionDecision": "deny", "permissionDecisionReason": reason}
+            out.update(behavior="deny", message=reason)
         else:
-            out = {"decision": "block", "reason": REFUSED_REASON, "continue": False, "stopReason": REFUSED_REASON}
+            out = {"decision": "block", "reason": reason, "continue": False, "stopReason": reason}
         return NativeAnswer(0, dumps(out), "")
 
     def noop(self, tr: Translation | None) -> NativeAnswer:

@@ -8,7 +8,8 @@ Failures inside the gateway already settle as AHP answers (a fail-closed upstrea
 a pipeline fault or an unusable answer is decided here as under ``--on-error deny``. Both
 harnesses' HTTP hooks treat any non-2xx answer as a non-blocking error (the call proceeds), so a
 body the endpoint will not evaluate (too large, a broken coding, unreadable or unknown payload) is
-answered with the harness's own denial in a 200 (:func:`refused`), never with 400 or 413. Only a
+answered with the harness's own denial in a 200 (:func:`refused`), never with 400 or 413, and so is
+a caller refused by inbound authentication (:func:`unauthenticated`: 200, the challenge kept). Only a
 media type other than JSON is 415 (the binding's rule, before any byte of the body is read): a
 web page can post ``text/plain`` without a CORS preflight, and a real hook always sends JSON.
 """
@@ -19,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from gateway.native import HTTP_HARNESSES, flow
-from gateway.native.claude import ClaudeFamilyCodec
+from gateway.native.claude import UNAUTHENTICATED_REASON, ClaudeFamilyCodec
 from gateway.native.model import Codec, NativeAnswer
 
 log = logging.getLogger("ahp_gateway")
@@ -51,6 +52,19 @@ def refused(harness: str, event: str | None, why: str) -> tuple[int, bytes]:
     codec = _codec(harness)
     assert isinstance(codec, ClaudeFamilyCodec), f"{harness} needs a refusal encoder"  # both HTTP harnesses
     return _native(codec.refusal(event))
+
+
+def unauthenticated(harness: str, event: str | None, status: int) -> tuple[int, bytes] | None:
+    """(200, the harness's own denial) for a caller refused by inbound authentication (401 or
+    403): its HTTP hook would proceed on the error status. None for a harness without an HTTP
+    endpoint (the plain refusal stands). The adapter keeps the ``WWW-Authenticate`` challenge and
+    the refusal is counted in ``ahp_gateway_auth_failures_total`` as on every route."""
+    if harness not in HTTP_HARNESSES:
+        return None
+    log.warning("native %s hook refused by authentication (%d): denied", harness, status)
+    codec = _codec(harness)
+    assert isinstance(codec, ClaudeFamilyCodec), f"{harness} needs a refusal encoder"
+    return _native(codec.refusal(event, UNAUTHENTICATED_REASON.format(status=status)))
 
 
 async def handle_native(

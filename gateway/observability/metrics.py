@@ -217,6 +217,15 @@ SPECS: tuple[Spec, ...] = (
         "livemax",
     ),
     Spec(
+        "credential_unresolved",
+        "gauge",
+        "ahp_gateway_upstream_credential_unresolved",
+        "1 while an upstream's configured credential cannot be resolved (token variable unset, token or "
+        "secret file missing or empty); /readyz is false meanwhile.",
+        ("upstream",),
+        "livemax",
+    ),
+    Spec(
         "stderr_dropped",
         "counter",
         "ahp_gateway_stdio_stderr_dropped_bytes_total",
@@ -273,6 +282,27 @@ SPECS: tuple[Spec, ...] = (
         "ahp_gateway_upstream_uploads_total",
         "Re-uploads of attachment bytes to upstream receivers, by upstream and outcome.",
         ("upstream", "outcome"),
+    ),
+    Spec(
+        "rate_limited",
+        "counter",
+        "ahp_gateway_rate_limited_total",
+        "Intercepts answered -32003 and observations dropped by a rate limit, by limit id.",
+        ("limit",),
+    ),
+    Spec(
+        "state_seconds",
+        "histogram",
+        "ahp_gateway_state_seconds",
+        "Latency of one state.redis operation that answered, by operation.",
+        ("op",),
+    ),
+    Spec(
+        "state_errors",
+        "counter",
+        "ahp_gateway_state_errors_total",
+        "state.redis operations that failed or were not tried (Redis down, timeout), by operation.",
+        ("op",),
     ),
     Spec(
         "build_info",
@@ -451,6 +481,7 @@ class Metrics:
     config_ok: Any
     circuit_open: Any
     pool_unready: Any
+    credential_unresolved: Any
     stderr_dropped: Any
     connections_open: Any
     connections_closed: Any
@@ -459,6 +490,9 @@ class Metrics:
     uploads: Any
     upload_bytes: Any
     upstream_uploads: Any
+    rate_limited: Any
+    state_seconds: Any
+    state_errors: Any
     build_info: Any
     process_cpu: Any
     process_rss: Any
@@ -472,6 +506,7 @@ class Metrics:
         self.multiprocess = directory is not None
         self._publisher: process.Publisher | None = None
         self._circuit_hooks: set[str] = set()
+        self._credential_hooks: set[str] = set()
         if directory is not None:
             for spec in SPECS:
                 if spec.sampled:  # exported from every worker's file by process.FilesCollector
@@ -501,6 +536,13 @@ class Metrics:
 
     def stdio_unready(self, upstream: str, unready: bool) -> None:
         self.child(self.pool_unready, upstream).set(1 if unready else 0)
+
+    def credentials(self, unresolved: Iterable[str]) -> None:
+        """Set the credential gauges: 1 for ``unresolved`` upstreams, 0 for those set before."""
+        found = set(unresolved)
+        for hook in found | self._credential_hooks:
+            self.child(self.credential_unresolved, hook).set(1 if hook in found else 0)
+        self._credential_hooks |= found
 
     def child(self, family: Any, *labels: str) -> Any:
         """The bound child for ``labels`` (cached: a labels() lookup costs microseconds)."""

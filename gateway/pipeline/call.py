@@ -2,7 +2,9 @@
 acceptance of the answer (protocol §6.3-6.4) before the breaker hears the result.
 
 The breaker judges the *validated* answer, so an upstream that answers HTTP 200 with garbage
-counts as failing; a failure the caller's own request caused (``not_granted``) is not counted. Whatever happens (an answer, a failure, a transport bug, cancellation by a
+counts as failing; a failure the caller's own request caused (``not_granted``, or a ``timeout``
+within a budget that earlier work of the same request cut short, :attr:`Call.cut_short`) is not
+counted. Whatever happens (an answer, a failure, a transport bug, cancellation by a
 disconnecting harness or a decided parallel chain) the permit is given back exactly once; a
 cancelled call is not counted and a cancelled probe frees the probe slot.
 """
@@ -21,6 +23,13 @@ from gateway.upstream.circuit import NORMAL, REFUSED
 
 log = logging.getLogger("ahp_gateway")
 CircuitSink = Callable[[str, bool], None]
+
+
+def charged(failure: Failure, call: Call) -> bool:
+    """Whether ``failure`` counts toward the upstream's breaker: only its own faults do."""
+    if failure.kind is FailureClass.TIMEOUT and call.cut_short:
+        return False
+    return failure.kind.counts_toward_breaker
 
 
 async def call_upstream(
@@ -43,13 +52,10 @@ async def call_upstream(
             log.exception("upstream %s raised", route.hook_id)
             outcome = Failure(FailureClass.INTERNAL, exc.__class__.__name__)
         settled = accept(outcome, expectation) if isinstance(outcome, Reply) else outcome
-        # A failure this request caused (an effect it did not grant) says nothing about the
-        # upstream's health: not counted, like a cancelled call (a probe frees its slot).
-        ok = (
-            None
-            if isinstance(settled, Failure) and not settled.kind.counts_toward_breaker
-            else (not isinstance(settled, Failure))
-        )
+        # A failure this request caused (an effect it did not grant, a timeout within a budget
+        # its own earlier work cut short) says nothing about the upstream's health: not
+        # counted, like a cancelled call (a probe frees its slot).
+        ok = None if isinstance(settled, Failure) and not charged(settled, call) else not isinstance(settled, Failure)
         return settled
     finally:
         if breaker is not None and breaker.release(permit, ok):

@@ -40,6 +40,17 @@ Headers = Callable[[Route], Any]
 MIN_BUDGET = 0.001
 """Seconds of deadline below which an upstream is not called at all (timers may fire a hair
 early, so "exactly spent" must not become a sub-millisecond call that is sure to time out)."""
+FULL_BUDGET = 0.9
+"""A call given less than this fraction of its configured budget (min(timeoutMs, deadlineMs)) was
+cut short by earlier work of the same request — re-uploading its attachments, earlier upstreams,
+the local policy's analysis of its input, all of which a caller can make slow — so its timeout
+says nothing about the upstream and is not charged to the breaker every caller shares."""
+
+
+def _call(run: ChainRun, route: Route, req: dict[str, Any], budget: float) -> Call:
+    configured = min(route.timeout, run.snap.deadline)
+    cut_short = budget < configured * FULL_BUDGET
+    return Call(req, min(route.timeout, budget), run.activation, run.outbound(route), cut_short=cut_short)
 
 
 @dataclass(slots=True)
@@ -182,7 +193,7 @@ async def run_serial(run: ChainRun, chain: ChainState, routes: list[Route]) -> S
                 run.refs_for(route),
             )
             run.sent(route)
-            call = Call(req, min(route.timeout, left), run.activation, run.outbound(route))
+            call = _call(run, route, req, left)
             settled = await call_upstream(route, call, expectation(snap, req, chain), run.on_circuit)
             run.settled(route, settled)
             record.latency = loop.time() - now
@@ -208,7 +219,7 @@ async def run_parallel(run: ChainRun, chain: ChainState, routes: list[Route]) ->
     tasks = []
     for route, req, exp in zip(routes, requests, expectations, strict=True):
         run.sent(route)
-        call = Call(req, min(route.timeout, run.deadline - started), run.activation, run.outbound(route))
+        call = _call(run, route, req, run.deadline - started)
         tasks.append(asyncio.ensure_future(call_upstream(route, call, exp, run.on_circuit)))
     try:
         for index, (route, task) in enumerate(zip(routes, tasks, strict=True)):

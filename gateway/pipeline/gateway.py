@@ -11,6 +11,7 @@ binding's business.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from gateway.pipeline.versions import VersionBridge, maybe_v01
 from gateway.protocol import v01, wire
 from gateway.protocol.errors import RpcCode
 from gateway.protocol.methods import CAPABILITIES, INTERCEPT, OBSERVE
+from gateway.ratelimit import Limited, RateLimiter
 from gateway.runtime import RuntimeConfig, RuntimeHolder
 from gateway.telemetry import NullTelemetry, Telemetry
 from gateway.uploads.forward import Forwarder
@@ -33,7 +35,9 @@ from gateway.uploads.forward import Forwarder
 log = logging.getLogger("ahp_gateway")
 OVERLOADED = str(int(RpcCode.BACKEND_UNAVAILABLE))
 """``ahp_gateway_rejected_requests_total`` code of intercepts refused by ``limits.maxInflight``
-(the front end answers -32003 for nothing else)."""
+and by ``rateLimits`` (the front end answers -32003 for nothing else)."""
+RATE_LIMITED = "rate_limited"
+"""Drop reason of an observation a rate limit refused (``ahp_gateway_observe_drops_total``)."""
 
 
 class Handler(Protocol):
@@ -52,11 +56,14 @@ class Gateway:
         telemetry: Telemetry | None = None,
         uploads: Forwarder | None = None,
         capture: Capture | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         """``uploads``: per-upstream re-upload of attachments (docs/operations/uploads.md), when the
         gateway runs an upload receiver; ``capture``: ``log.capture``, the intercepts received
-        with their answers, for ``ahp-gateway replay``."""
+        with their answers, for ``ahp-gateway replay``; ``limiter``: ``rateLimits``
+        (docs/operations/rate-limits.md), checked before the chain when the snapshot has any."""
         self.holder = holder
+        self.limiter = limiter
         self.capture = capture
         self.telemetry: Telemetry = telemetry or NullTelemetry()
         cfg = holder.current.loaded.config
@@ -109,6 +116,13 @@ class Gateway:
             checked = frontend.check(body, snap.versions, snap.schemas)
             if type(checked) is frontend.Intercept:
                 return await self._intercept(snap, checked, headers, principal)
+            if (
+                snap.rate_limits
+                and type(checked) is frontend.Notification
+                and checked.observe is not None
+                and await self._observe_limited(snap, checked, headers, principal)
+            ):
+                return Exchange(None, OBSERVE, observed=RATE_LIMITED)
             return self._other(snap, checked, principal)
         finally:
             self.telemetry.inflight(-1)
@@ -128,9 +142,59 @@ class Gateway:
             return Exchange(wire.error_body(req.id, RpcCode.BACKEND_UNAVAILABLE), INTERCEPT, rejected=OVERLOADED)
         self._running += 1
         try:
+            if snap.rate_limits and self.limiter is not None:
+                return await self._limited(snap, req, headers, principal, self.limiter)
             return await self.intercepts.run(snap, req, headers, principal)
         finally:
             self._running -= 1
+
+    async def _limited(
+        self,
+        snap: RuntimeConfig,
+        req: frontend.Intercept,
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+        limiter: RateLimiter,
+    ) -> Exchange:
+        """``rateLimits`` before the chain: over a limit, -32003 at once, naming it (the
+        harness applies its failure policy for the gateway, protocol §9)."""
+        activation = snap.cel.for_limits(
+            INTERCEPT, req.event, req.version, req.capabilities, headers, principal, req.body, snap.limits_read_event
+        )
+        deadline = asyncio.get_running_loop().time() + snap.deadline
+        outcome = await limiter.check(snap.rate_limits, activation, deadline)
+        if isinstance(outcome, Limited):
+            answer = wire.error_body(req.id, RpcCode.BACKEND_UNAVAILABLE, outcome.data, outcome.message)
+            return Exchange(answer, INTERCEPT, rejected=OVERLOADED)
+        try:
+            return await self.intercepts.run(snap, req, headers, principal)
+        finally:
+            outcome()
+
+    async def _observe_limited(
+        self,
+        snap: RuntimeConfig,
+        checked: frontend.Notification,
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+    ) -> bool:
+        """Whether a rate limit drops this observation (counted, never answered)."""
+        if self.limiter is None or checked.observe is None:
+            return False
+        params = checked.observe.get("params")
+        event = params.get("event") if isinstance(params, dict) else None
+        if not isinstance(event, dict) or not isinstance(params, dict):
+            return False  # invalid: the observer refuses it anyway
+        version = params.get("protocolVersion")
+        activation = snap.cel.for_limits(
+            OBSERVE, event, str(version), {}, headers, principal, checked.body, snap.limits_read_event
+        )
+        deadline = asyncio.get_running_loop().time() + snap.deadline
+        outcome = await self.limiter.check(snap.rate_limits, activation, deadline)
+        if isinstance(outcome, Limited):
+            return True
+        outcome()  # an observation holds no in-flight slot (it is queued, not served)
+        return False
 
     def _other(self, snap: RuntimeConfig, checked: frontend.Checked, principal: Mapping[str, Any] | None) -> Exchange:
         if isinstance(checked, frontend.Rejected):

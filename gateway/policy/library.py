@@ -300,7 +300,7 @@ class Library:
         return Evaluation(effects, entries)
 
 
-ASK_FOR_DENY = EffectSpec(ask=AskSpec())
+ASK_FOR_DENY = EffectSpec(ask=AskSpec(reason=None))
 """What a deny becomes for a harness that advertised ``ask`` but not ``deny``."""
 UNENFORCEABLE = EffectSpec(deny=DenySpec(reason="unenforceable", code=None))
 """Marker (compared by identity): the rule denies and the harness can enforce neither deny nor ask."""

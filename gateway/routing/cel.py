@@ -113,6 +113,85 @@ class Program:
         return EvalError(f"expression produced {value.type().name()}, not bool")
 
 
+_FIELD_PATH = re.compile(
+    r"(principal|headers|event)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)((?:\.\?[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"(?:\.orValue\('([^'\\]*)'\))?"
+)
+"""A key that only selects map fields (``principal.name``, ``event.session.id``), optionally
+ending in optional selects with a literal default (``principal.?name.orValue('anonymous')``):
+read straight from the variables, the same value or error the engine gives, without building
+the engine's view of them."""
+
+
+class ValueProgram:
+    """A compiled, type-checked expression producing a string (a rate limit's ``key``)."""
+
+    __slots__ = ("_default", "_expr", "_optional", "_path", "id", "source")
+
+    def __init__(
+        self,
+        expr: Any,
+        source: str,
+        id: str,
+        path: tuple[str, ...] | None = None,
+        optional: tuple[str, ...] = (),
+        default: str | None = None,
+    ) -> None:
+        self._expr = expr
+        self.source = source
+        self.id = id
+        self._path = path
+        self._optional = optional
+        self._default = default
+
+    def reads_event(self) -> bool:
+        """Whether the expression may read ``event`` (unknown: yes); a key over the principal or
+        the headers alone needs no event in its activation, which saves converting it."""
+        paths = paths_read(self._expr.serialize(), VARIABLES)
+        return paths is None or any(path[0] == "event" for path in paths)
+
+    def eval(self, activation: Activation) -> str | EvalError:
+        if self._path is not None:
+            return _select(activation.values, self._path, self._optional, self._default)
+        try:
+            value = self._expr.eval(activation.native)
+        except RuntimeError as exc:
+            return EvalError(str(exc).splitlines()[0])
+        except MemoryError:
+            return EvalError("evaluation ran out of memory")
+        if value.type() == _T.STRING:
+            return str(value.value())
+        if value.type() == _T.ERROR:
+            message = str(value.value())
+            if _OUT_OF_RANGE in message and activation.widen():
+                return self.eval(activation)
+            return EvalError(message.splitlines()[0])
+        return EvalError(f"expression produced {value.type().name()}, not string")
+
+
+def _select(
+    values: Mapping[str, Any], path: tuple[str, ...], optional: tuple[str, ...], default: str | None
+) -> str | EvalError:
+    """``path`` through nested maps, as the engine selects fields: a missing key or a non-map on
+    the way is an error; then the ``optional`` selects, where a missing key gives ``default``; a
+    value that is not a string is an error."""
+    value: Any = values
+    for part in path:
+        if not isinstance(value, Mapping) or part not in value:
+            return EvalError(f"no such key: {part}")
+        value = value[part]
+    for part in optional:
+        if not isinstance(value, Mapping):
+            return EvalError(f"no such key: {part}")
+        if part not in value:
+            assert default is not None
+            return default
+        value = value[part]
+    if isinstance(value, str):
+        return value
+    return EvalError("expression produced a value that is not a string")
+
+
 class Batch:
     """Programs evaluated as a few CEL list expressions: one engine call per :data:`BATCH_SIZE`
     programs instead of one per program. ``slots[i]`` is program ``i``'s position in the
@@ -231,6 +310,23 @@ class Engine:
             except RuntimeError:
                 guarded = source
         return Program(expr, source, id, guarded)
+
+    def compile_string(self, source: str, id: str) -> ValueProgram:
+        """Compile and type-check an expression that must evaluate to string (or dyn, checked
+        again at evaluation)."""
+        try:
+            expr = self._env.compile(source)
+        except RuntimeError as exc:
+            raise _compile_error(str(exc)) from None
+        rtype = expr.return_type()
+        if rtype != _T.STRING and rtype != _T.DYN:
+            raise CelCompileError(f"expression has type {rtype.name()}, expected string", 1, 1)
+        simple = _FIELD_PATH.fullmatch(source.strip())
+        if simple is None or (simple.group(3) != "") != (simple.group(4) is not None):
+            return ValueProgram(expr, source, id)  # optional selects without orValue stay the engine's
+        path = (simple.group(1), *simple.group(2).split(".")[1:])
+        optional = tuple(part for part in simple.group(3).split(".?")[1:])
+        return ValueProgram(expr, source, id, path, optional, simple.group(4))
 
     def batch(self, programs: Sequence[Program]) -> Batch | None:
         """``programs`` as list expressions of up to :data:`BATCH_SIZE`, or None for fewer than

@@ -88,6 +88,26 @@ class ContextBuilder:
         # derived from the sanitised event (a NUL must not cut a command short), on first use
         return self._engine.activation(values, maybe_nul=maybe_nul, derive=derive)
 
+    def for_limits(
+        self,
+        method: str,
+        event: dict[str, Any],
+        version: str,
+        capabilities: Mapping[str, Any],
+        headers: Mapping[str, str] | None,
+        principal: Mapping[str, Any] | None,
+        raw: bytes | None,
+        with_event: bool = True,
+    ) -> Activation:
+        """The activation a rate limit's ``key`` reads (the routing variables), for every event
+        type: limits apply whether or not routing evaluates CEL. ``with_event`` False: no key
+        reads ``event``, so it is left out (converting it for the engine is most of the cost)."""
+        values = self.variables(method, version, capabilities, headers, principal)
+        if with_event:
+            values["event"] = event
+        maybe_nul = raw is None or _NUL_ESCAPE in raw or b"\x00" in raw  # capabilities come from the body too
+        return self._engine.activation(values, maybe_nul=maybe_nul)
+
     def for_observe(
         self, event: dict[str, Any], version: str, principal: Mapping[str, Any] | None = None
     ) -> Activation | None:

@@ -1,5 +1,6 @@
 """The admin listener: ``/healthz`` (alive), ``/readyz`` (config loaded, listeners up, not
-draining) and ``/metrics`` (Prometheus text format, when observability is wired in)."""
+draining, every configured upstream credential resolvable) and ``/metrics`` (Prometheus text
+format, when observability is wired in)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class Readiness:
     config_loaded: bool = False
     listening: bool = False
     draining: bool = False
+    credentials: Callable[[], dict[str, str]] | None = None
+    """Upstream → why its credential cannot be resolved now (never the secret); not ready while any."""
 
     @property
     def ready(self) -> bool:
@@ -35,15 +38,18 @@ def build_admin(
         return web.json_response({"status": "alive"})
 
     async def readyz(_: web.Request) -> web.Response:
+        unresolved = readiness.credentials() if readiness.credentials is not None else {}
+        ready = readiness.ready and not unresolved
         body = {
-            "ready": readiness.ready,
+            "ready": ready,
             "configLoaded": readiness.config_loaded,
             "listening": readiness.listening,
             "draining": readiness.draining,
             "pid": os.getpid(),
+            "unresolvedCredentials": unresolved,
             **(extra() if extra is not None else {}),
         }
-        return web.json_response(body, status=200 if readiness.ready else 503)
+        return web.json_response(body, status=200 if ready else 503)
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

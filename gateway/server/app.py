@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from gateway.config.models import Limits, LocalTransport
 from gateway.observability.capture import Capture
 from gateway.observability.sink import Observability
 from gateway.pipeline.gateway import Gateway
+from gateway.preflight import require_resolved
 from gateway.runtime import RuntimeHolder
 from gateway.server.admin import Readiness, build_admin
 from gateway.server.fastlane import FastLane, Lane
@@ -47,7 +49,7 @@ from gateway.server.limits import GuardedSite, Listeners
 from gateway.telemetry import Telemetry
 
 log = logging.getLogger("ahp_gateway")
-RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing", "inbound", "uploads")
+RESTART_ONLY = ("listen", "admin", "observe", "metrics", "log", "tracing", "inbound", "uploads", "state")
 
 
 def watched_paths(loaded: LoadedConfig) -> list[Path]:
@@ -94,6 +96,16 @@ def fast_lane(gateway: Gateway, guard: Guard, guards: Listeners, path: str, limi
     return lane
 
 
+def _fresh(observability: Observability, assembly: Assembly) -> Callable[[], Awaitable[tuple[bytes, str]]]:
+    """``/metrics`` with the credential gauges as fresh as the scrape."""
+
+    async def render() -> tuple[bytes, str]:
+        assembly.unresolved_credentials()
+        return await observability.render()
+
+    return render
+
+
 class ListenError(OSError):
     """A listener could not bind its address (in use, not local, not permitted): one line for the
     operator naming it, not a traceback."""
@@ -138,6 +150,7 @@ class GatewayServer:
         self._watch_task: asyncio.Task[None] | None = None
         self._signature: tuple[Any, ...] = ()
         self._reload_lock = asyncio.Lock()
+        self._rewatch = asyncio.Event()
         self.guards: Listeners | None = None
 
     @property
@@ -195,11 +208,19 @@ class GatewayServer:
             app, self.host, self.port, cancel=True, guards=guards, ssl_context=self.guard.ssl_context
         )
         self.port = self._site.bound_port
-        metrics = self.observability.render if self.observability is not None and cfg.metrics.enabled else None
+        metrics = None
+        if self.observability is not None and cfg.metrics.enabled:
+            metrics = _fresh(self.observability, assembly)
+
+        self.readiness.credentials = assembly.unresolved_credentials
         admin = build_admin(
             self.readiness,
             metrics,
-            extra=lambda: {"openCircuits": holder.breakers.open(), "unreadyStdio": holder.breakers.unready_pools()},
+            extra=lambda: {
+                "openCircuits": holder.breakers.open(),
+                "unreadyStdio": holder.breakers.unready_pools(),
+                **({"stateRedis": assembly.state.status()} if assembly.state is not None else {}),
+            },
         )
         self._admin_runner, self._admin_site = await self._serve(
             admin, self.admin_host, self.admin_port, cancel=False, guards=guards
@@ -265,6 +286,7 @@ class GatewayServer:
                     )
                     self._reloaded(False)
                     return False
+                require_resolved(loaded)  # a credential or file serve could not use: as at start
                 snapshot = assembly.compile(loaded)
             except ConfigError as exc:
                 for issue in exc.issues:
@@ -282,6 +304,10 @@ class GatewayServer:
             self.loaded = loaded
             assembly.preregister(snapshot)
             self._reloaded(True)
+            self._rewatch.set()
+            watching = self._watch_task is not None and not self._watch_task.done()
+            if loaded.config.reload.watch and not watching:  # reload.watch turned on
+                self._watch_task = tasks.spawn(self._watch(), name="config-watch")
             log.info("configuration reloaded in %.1f ms", (time.perf_counter() - started) * 1000)
             tasks.spawn(holder.retire(old, loaded.config.shutdown.drainTimeoutSeconds), name="retire-snapshot")
             return True
@@ -291,10 +317,18 @@ class GatewayServer:
         if self.observability is not None:
             self.observability.reloaded(ok)
 
+    def _watching(self) -> bool:
+        return self.loaded.config.reload.watch
+
     async def _watch(self) -> None:
-        interval = self.loaded.config.reload.intervalSeconds
-        while True:
-            await asyncio.sleep(interval)
+        """Poll the watched files; ``reload.watch`` and ``reload.intervalSeconds`` are read from
+        the live configuration each time, so a reload applies them too."""
+        while self._watching():
+            self._rewatch.clear()
+            with contextlib.suppress(TimeoutError):  # a reload wakes it: a new interval applies now
+                await asyncio.wait_for(self._rewatch.wait(), self.loaded.config.reload.intervalSeconds)
+            if not self._watching():
+                break
             current = await asyncio.to_thread(signature, watched_paths(self.loaded))
             if current != self._signature:
                 log.info("configuration files changed; reloading")

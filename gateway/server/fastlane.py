@@ -35,11 +35,11 @@ from multidict import CIMultiDict
 
 from gateway.binding import h1
 from gateway.binding.h1 import MAX_HEAD, TEXT, response
-from gateway.binding.rules import body_timeout_reason, frame
+from gateway.binding.rules import auth_denied_natively, body_timeout_reason, frame
 from gateway.config.models import Limits
 from gateway.inbound.gate import Peer
 from gateway.inbound.principal import Principal, Refusal
-from gateway.native.endpoint import handle_native, refused
+from gateway.native.endpoint import handle_native, refused, unauthenticated
 from gateway.pipeline.exchange import Exchange
 from gateway.server.guard import refusal_text
 from gateway.server.limits import HTTP_LOG, ConnectionGuard, _Guarded
@@ -116,9 +116,14 @@ class Lane:
             self._quiet.set()
 
 
-def _refusal(refusal: Refusal, close: bool) -> bytes:
-    """The same answer as the aiohttp path's (:func:`gateway.server.guard.refusal_response`)."""
+def _refusal(refusal: Refusal, close: bool, native: h1.Native | None = None) -> bytes:
+    """The same answer as the aiohttp path's (:func:`gateway.server.guard.refusal_response`; on
+    ``/native/<harness>``, :func:`gateway.server.http.native_unauthenticated`)."""
     extra = b"WWW-Authenticate: %s\r\n" % refusal.challenge.encode("latin-1") if refusal.challenge else b""
+    if native is not None and auth_denied_natively(refusal.status):
+        denial = unauthenticated(native.harness, native.event, refusal.status)
+        if denial is not None:
+            return response(denial[0], denial[1], _JSON, close=close, extra=extra)
     return response(refusal.status, refusal_text(refusal).encode(), TEXT, close=close, extra=extra)
 
 
@@ -331,7 +336,7 @@ class FastLane(_Guarded):
             # connection before the client read its 401.
             self._auth = None
             close = self._lane.draining
-            self._write(_refusal(outcome, close), close)
+            self._write(_refusal(outcome, close, self._reader.pending_native), close)
             if not close:
                 self._refused = True
                 self._reader.skip()
@@ -348,7 +353,7 @@ class FastLane(_Guarded):
                 outcome = await (auth if auth is not None else lane.authenticate(headers, self._caller()))
                 if isinstance(outcome, Refusal):
                     close = close or lane.draining
-                    self._write(_refusal(outcome, close), close)
+                    self._write(_refusal(outcome, close, request.native), close)
                     return
                 principal = outcome.as_cel() if outcome.authenticated else None
             if request.native is None:  # the one call of the pipeline on this binding

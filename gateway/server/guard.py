@@ -20,7 +20,7 @@ from gateway.binding.rules import body_timeout_reason
 from gateway.inbound.gate import Gate, Peer
 from gateway.inbound.oauth import WELL_KNOWN, metadata_path, resource_document
 from gateway.inbound.principal import Principal, Refusal
-from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, UploadStore
+from gateway.uploads.store import DigestMismatch, IncompleteBody, StoreFull, StoreUnavailable, UploadStore
 
 log = logging.getLogger("ahp_gateway")
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -65,7 +65,7 @@ class Guard:
     def __init__(
         self,
         gate: Gate,
-        store: UploadStore | None = None,
+        store: UploadStore | Any = None,
         max_upload: int = 0,
         count_upload: Callable[[str], None] | None = None,
     ) -> None:
@@ -182,6 +182,11 @@ class Guard:
         except StoreFull:
             self._count("storage_full")
             return web.Response(status=503, text="upload storage is full\n", headers={"Retry-After": "5"})
+        except StoreUnavailable:  # state.redis down: refused, never kept elsewhere (docs/operations/uploads.md)
+            self._count("storage_unavailable")
+            response = web.Response(status=503, text="upload storage is unavailable\n", headers={"Retry-After": "1"})
+            response.force_close()  # the body may not have been read
+            return response
         except _TooLarge:
             self._count("too_large")
             return web.Response(status=413, text=f"upload exceeds {self.max_upload} bytes\n")
@@ -209,7 +214,7 @@ async def _bounded(request: web.Request, limit: int) -> Any:
         yield chunk
 
 
-def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None, store: UploadStore | None = None) -> Guard:
+def build_guard(cfg: Any, base: Any, host: str, metrics: Any | None, store: UploadStore | Any = None) -> Guard:
     """The guard for one server: refuses an unauthenticated listener off loopback (a config
     error), counts refusals and uploads, and logs how callers are authenticated. ``store``: the
     assembly's upload store, served by the receiver route when ``uploads`` is configured."""

@@ -15,10 +15,19 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from gateway.binding.rules import JSON, BodyRejected, Refuse, Serve, denied_natively, frame, judge
+from gateway.binding.rules import (
+    JSON,
+    BodyRejected,
+    Refuse,
+    Serve,
+    auth_denied_natively,
+    denied_natively,
+    frame,
+    judge,
+)
 from gateway.config.models import Limits
 from gateway.inbound.principal import Principal
-from gateway.native.endpoint import handle_native, refused
+from gateway.native.endpoint import handle_native, refused, unauthenticated
 from gateway.pipeline.gateway import Handler
 from gateway.server.guard import Guard
 from gateway.server.limits import read_body, without_versions
@@ -87,9 +96,9 @@ def build_app(
         """``POST /native/<harness>``: a native HTTP hook through the same pipeline (JSON only; a
         body refused on size or shape gets the harness's own denial, :func:`denied_natively`)."""
         principal = await authenticate(request)
-        if isinstance(principal, web.StreamResponse):
-            return principal
         harness, event = request.match_info["harness"], request.query.get("event")
+        if isinstance(principal, web.StreamResponse):
+            return native_unauthenticated(principal, harness, event)
         body = await read(request, request.content_type)
         if isinstance(body, Refuse):
             if not denied_natively(body):
@@ -106,9 +115,31 @@ def build_app(
     if guard is not None:
         guard.install(app, upload_path, lambda: limits().bodyTimeoutMs / 1000, on_body_timeout)
     expect = guard.expect if guard is not None else None
+    native_expect = None
+    if expect is not None:
+
+        async def native_expect(request: web.Request) -> web.StreamResponse | None:
+            """``Expect: 100-continue`` refused by authentication: the harness's denial too."""
+            assert expect is not None
+            outcome = await expect(request)
+            if outcome is None or outcome.status not in (401, 403):
+                return outcome
+            return native_unauthenticated(outcome, request.match_info["harness"], request.query.get("event"))
+
     app.router.add_post(path, handle, expect_handler=expect)
-    app.router.add_post("/native/{harness}", native, expect_handler=expect)  # native HTTP hooks
+    app.router.add_post("/native/{harness}", native, expect_handler=native_expect)  # native HTTP hooks
     return without_versions(app)
+
+
+def native_unauthenticated(refusal: web.StreamResponse, harness: str, event: str | None) -> web.StreamResponse:
+    """A 401/403 on ``/native/<harness>``: the harness's own denial in a 200 with the challenge
+    (:func:`~gateway.binding.rules.auth_denied_natively`)."""
+    denial = unauthenticated(harness, event, refusal.status) if auth_denied_natively(refusal.status) else None
+    if denial is None:
+        return refusal
+    challenge = refusal.headers.get("WWW-Authenticate")
+    headers = {"WWW-Authenticate": challenge} if challenge else None
+    return web.Response(status=denial[0], body=denial[1], content_type=JSON, headers=headers)
 
 
 def cel_principal(principal: Principal | None) -> Mapping[str, Any] | None:

@@ -253,7 +253,7 @@ async def serve(
     skipped = SkipCounter(metrics.registry if metrics is not None and not metrics.multiprocess else None)
     admin: web.AppRunner | None = None
     if admin_port is not None:
-        readiness = Readiness(config_loaded=True, listening=True)
+        readiness = Readiness(config_loaded=True, listening=True, credentials=assembly.unresolved_credentials)
         app = build_admin(
             readiness,
             telemetry.render if metrics is not None else None,

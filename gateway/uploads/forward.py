@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -46,6 +46,9 @@ from gateway.credentials.oauth import ClientCredentials
 from gateway.protocol.content import attachment_bodies
 from gateway.settle.reply import Failure, FailureClass
 from gateway.uploads.store import Stored, UploadStore
+
+if TYPE_CHECKING:
+    from gateway.uploads.redis_store import RedisUploadStore
 
 DIGEST_HEADER = "AHP-Content-SHA256"
 MAX_RECEIPT = 64 * 1024
@@ -78,7 +81,7 @@ class Forwarder:
 
     def __init__(
         self,
-        store: UploadStore,
+        store: UploadStore | RedisUploadStore,
         on_outcome: OnOutcome | None = None,
         *,
         reuse_seconds: float = 300.0,
@@ -276,6 +279,7 @@ class Forwarder:
         loop = asyncio.get_running_loop()
         jobs: dict[tuple[str, str, str], asyncio.Future[str | None]] = {}
         wanted: list[tuple[str, dict[str, Any], tuple[str, str, str], Stored]] = []
+        fetched: dict[str, Stored | None] = {}
         for route in routes:
             parts = attachment_bodies(event, slots, route.selection)
             if not parts:
@@ -283,7 +287,10 @@ class Forwarder:
             target = targets.get(route.key)
             for part in parts:
                 body = part["body"]
-                stored = self.store.get(str(body.get("ref")), owner)
+                ref = str(body.get("ref"))
+                if ref not in fetched:  # one read per ref and event (Redis storage: one round trip)
+                    fetched[ref] = await self.store.fetch(ref, owner, deadline)
+                stored = fetched[ref]
                 if stored is None or body.get("size", stored.size) != stored.size:
                     continue  # unknown, expired, another principal's, or a descriptor that lies: gap
                 if body.get("sha256", stored.sha256) != stored.sha256:

@@ -29,6 +29,11 @@ class StoreFull(Exception):
     """No room for the declared size (memory, spool and the total cap considered)."""
 
 
+class StoreUnavailable(Exception):
+    """The storage cannot be reached (``type: redis`` and Redis down): answered 503, never
+    stored elsewhere."""
+
+
 class IncompleteBody(Exception):
     """The body ended before (or ran past) the declared Content-Length."""
 
@@ -171,6 +176,10 @@ class UploadStore:
             self._drop(stored)
             return None
         return stored
+
+    async def fetch(self, ref: str, owner: str, deadline: float | None = None) -> Stored | None:
+        """:meth:`get`, behind the interface every storage type offers (Redis' is I/O)."""
+        return self.get(ref, owner)
 
     @staticmethod
     def read(stored: Stored) -> bytes:

@@ -28,6 +28,10 @@ class Call:
     activation: Activation | None = None
     headers: Mapping[str, str] | None = None
     """Extra outbound headers (W3C trace context); never credentials."""
+    cut_short: bool = False
+    """``timeout`` is well below what the configuration gives this upstream (min(timeoutMs,
+    limits.deadlineMs)): earlier work of the same request used the rest of its deadline, so a
+    timeout of this call is not the upstream's own fault and is not charged to its breaker."""
 
 
 class Upstream(Protocol):

@@ -90,6 +90,11 @@ class HttpUpstream:
         context = ssl.create_default_context(cafile=ca_file) if ca_file else None  # replaces the trust store
         self._target = Target(url, {**static_headers, "Content-Type": _JSON, "Accept": _JSON}, context)
 
+    def unresolved(self) -> str | None:
+        """Why this upstream's configured credential cannot be resolved now, or None."""
+        check = getattr(self._authorizer, "unresolved", None)
+        return check() if check is not None else None
+
     @staticmethod
     async def _headers_for(extra: Mapping[str, str] | None, authorizer: Authorizer) -> bytes:
         """The per-call header lines: trace context and the current credential."""

@@ -385,7 +385,21 @@ class StdioUpstream:
         else:
             slot.proc = None
 
-    async def _on_slot(self, line: bytes, rid: Any, timeout: float, *, answer: bool) -> Reply | Failure | None:
+    def _keep(self, slot: _Slot, rid: Any, *, starting: bool) -> None:
+        """Keep the slot's child while it finishes the request it was given: its late answer is
+        read and dropped by id, then the child serves the pool again. A starting child has until
+        the end of its start allowance and a failure there counts toward the restart back-off; a
+        child whose request the caller cut short (a budget its own earlier work used up, or a
+        disconnect) has ``startTimeoutMs`` from now and is not charged: one caller must not make
+        every caller wait for cold children, nor put the pool into back-off."""
+        assert slot.proc is not None
+        loop = asyncio.get_running_loop()
+        until = slot.started + self.start_timeout if starting else loop.time() + self.start_timeout
+        self._track(self._late_answer(slot, slot.proc, rid, until, charged=starting), "stdio-late")
+
+    async def _on_slot(
+        self, line: bytes, rid: Any, timeout: float, *, answer: bool, cut_short: bool = False
+    ) -> Reply | Failure | None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         slot: _Slot | None = None
@@ -409,9 +423,8 @@ class StdioUpstream:
         except _Restarting:
             return Failure(FailureClass.CONNECT, "backend restarting after repeated failures (back-off)")
         except TimeoutError:
-            if slot is not None and answer and written and self._starting(slot):
-                assert slot.proc is not None
-                self._track(self._late_answer(slot, slot.proc, rid), "stdio-starting")
+            if slot is not None and answer and written and (self._starting(slot) or cut_short) and self._alive(slot):
+                self._keep(slot, rid, starting=self._starting(slot))
                 slot = None  # the late-answer reader gives the slot back
             elif slot is not None:
                 self._discard(slot)
@@ -425,12 +438,19 @@ class StdioUpstream:
                 self._discard(slot)
             return Failure(FailureClass.CONNECT, exc.__class__.__name__)
         except asyncio.CancelledError:
-            if slot is not None:
+            if slot is not None and answer and written and self._alive(slot):
+                self._keep(slot, rid, starting=self._starting(slot))  # the caller went away
+                slot = None
+            elif slot is not None:
                 self._discard(slot, failed=False)
             raise
         finally:
             if slot is not None:
                 self._idle.put_nowait(slot)
+
+    @staticmethod
+    def _alive(slot: _Slot) -> bool:
+        return slot.proc is not None and slot.proc.returncode is None
 
     def _answered(self, slot: _Slot) -> None:
         slot.failures = 0
@@ -447,22 +467,24 @@ class StdioUpstream:
             and asyncio.get_running_loop().time() < slot.started + self.start_timeout
         )
 
-    async def _late_answer(self, slot: _Slot, proc: asyncio.subprocess.Process, rid: Any) -> None:
-        """Keep a starting child whose first request timed out: read that request's late answer
-        and drop it (matched by id), then the child serves the pool; no answer by the end of its
-        start allowance, or any other line, and it is killed like any failed child."""
+    async def _late_answer(
+        self, slot: _Slot, proc: asyncio.subprocess.Process, rid: Any, until: float, *, charged: bool = True
+    ) -> None:
+        """Keep a child whose request timed out (see :meth:`_keep`): read that request's late
+        answer and drop it (matched by id), then the child serves the pool; no answer by
+        ``until``, or any other line, and it is killed (a failure when ``charged``)."""
         try:
-            async with asyncio.timeout_at(slot.started + self.start_timeout):
+            async with asyncio.timeout_at(until):
                 _, correlated = await self._read_answer(proc, rid, close=False)
             if correlated and slot.proc is proc and proc.returncode is None:
                 self._answered(slot)
-                log.info("%s: child %d answered after its start; late answer dropped", self.hook_id, proc.pid)
+                log.info("%s: child %d answered late; the answer was dropped", self.hook_id, proc.pid)
             elif slot.proc is proc:
-                self._discard(slot)
+                self._discard(slot, failed=charged)
         except (TimeoutError, ValueError, OSError):
             if slot.proc is proc:
-                log.warning("%s: child %d did not answer within its start allowance", self.hook_id, proc.pid)
-                self._discard(slot)
+                log.warning("%s: child %d did not answer its request in time", self.hook_id, proc.pid)
+                self._discard(slot, failed=charged)
         except asyncio.CancelledError:
             if slot.proc is proc:
                 self._discard(slot, failed=False)
@@ -492,7 +514,7 @@ class StdioUpstream:
         request, timeout = call.request, call.timeout
         line = wire.dumps(request) + b"\n"
         if self._persistent:
-            outcome = await self._on_slot(line, request["id"], timeout, answer=True)
+            outcome = await self._on_slot(line, request["id"], timeout, answer=True, cut_short=call.cut_short)
             assert outcome is not None
             return outcome
         proc: asyncio.subprocess.Process | None = None

@@ -1,4 +1,4 @@
-"""``bench.bytecodes`` (README, Performance): the live S2 gateway's bytecodes per request, by
+"""``bench.bytecodes`` (docs/design/performance.md): the live S2 gateway's bytecodes per request, by
 function, counted only for the requests sent after counting was switched on."""
 
 from __future__ import annotations

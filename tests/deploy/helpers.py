@@ -63,14 +63,26 @@ def load_values(values: Path | None) -> dict[str, Any]:
     return merged
 
 
+TRIAL_REDIS = "redis"
+"""``app.kubernetes.io/component`` of the opt-in trial Redis (``redis.enabled``): its Deployment
+and Service are not the gateway's, so :func:`only` and :func:`maybe` look past them unless asked
+for ``-redis`` by name."""
+
+
+def _gateway_objects(docs: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    if suffix == "-redis":
+        return docs
+    return [d for d in docs if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") != TRIAL_REDIS]
+
+
 def only(docs: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+    found = [d for d in _gateway_objects(docs, suffix) if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
     assert len(found) == 1, f"expected one {kind} *{suffix}, got {[d['metadata']['name'] for d in found]}"
     return found[0]
 
 
 def maybe(docs: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
-    found = [d for d in docs if d["kind"] == kind]
+    found = [d for d in _gateway_objects(docs, "") if d["kind"] == kind]
     assert len(found) <= 1
     return found[0] if found else None
 

@@ -69,7 +69,7 @@ def test_helm_test_pod_checks_the_mounted_config_and_probes_readyz(render: Rende
     kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
     assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
     (check,) = spec["initContainers"]
-    assert check["args"] == ["check", "--config", "/etc/ahp-gateway/gateway.yaml"]
+    assert check["args"] == ["check", "--no-resolve", "--config", "/etc/ahp-gateway/gateway.yaml"]
     (probe,) = spec["containers"]
     service = one(docs, "Service")
     admin = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "admin")

@@ -320,3 +320,17 @@ def test_soak_short_form_has_no_wrong_decision_and_flat_resources():
     assert summary["reloads_ok"] + summary["reloads_rejected"] >= 3
     assert summary["rss_flat"] and summary["fds_flat"], summary
     assert summary["ok"], summary
+
+
+def test_soak_tenants_short_form_keeps_the_shared_pool_and_breaker():
+    """8 s of two tenants on a shared pool of wrapped, slow-starting stdio children, one breaker
+    and a reload every 1-2 s (the long form: python -m bench.soak_tenants --minutes N): team-a
+    cuts its calls short, provokes not_granted answers and disconnects; team-b is always decided
+    by the guard itself, the warm children never restart, nothing is left running after SIGTERM."""
+    from bench.soak_tenants import run
+
+    summary = run(8, seed=1)
+    assert summary["wrong"] == 0, summary["examples"]
+    assert summary["errors"] == [] and summary["leftovers"] == [], summary
+    assert summary["reloads"] >= 2 and summary["team_a_requests"] >= 3, summary
+    assert summary["ok"], summary

@@ -363,3 +363,31 @@ async def test_reload_keeps_circuit_gauges_truthful(stub_factory, http, tmp_path
         assert 'ahp_gateway_upstream_circuit_open{upstream="org.example.up"} 0.0' in text
     finally:
         await server.stop()
+
+
+@pytest.mark.parametrize("start", [{"watch": False}, {"intervalSeconds": 60}], ids=["watch-off", "slow-interval"])
+async def test_a_reload_applies_the_reload_section_too(stub_factory, http, tmp_path, start):
+    """issue 28 item 8 ("apply every section on reload, or refuse it"): ``reload.watch`` and
+    ``reload.intervalSeconds`` were read once at start, so a SIGHUP that turned watching on or
+    shortened the interval reported success and changed nothing. Now the watcher follows the
+    live configuration: after that reload, a file change alone is picked up within seconds."""
+    one, two = await stub_factory(_answer("one")), await stub_factory(_answer("two"))
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(gateway_config([hook("org.example.a", one.url)], reload=start)))
+    server = GatewayServer(load(path))
+    await server.start()
+    try:
+        fast = {"watch": True, "intervalSeconds": 0.1}
+        path.write_text(yaml.safe_dump(gateway_config([hook("org.example.a", one.url)], reload=fast)))
+        assert await server.reload() is True  # SIGHUP
+        path.write_text(yaml.safe_dump(gateway_config([hook("org.example.a", two.url)], reload=fast)))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while True:
+            _, body = await post(http, server.url, intercept(tool_before(), {"effects": ["message"]}))
+            if body["result"]["effects"][0]["text"] == "two":
+                break
+            assert loop.time() < deadline, "the file change was not picked up by the watcher"
+            await asyncio.sleep(0.05)
+    finally:
+        await server.stop()

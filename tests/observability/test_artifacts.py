@@ -45,6 +45,7 @@ ROW_TITLES = [
     "Configuration and build",
     "Resources",
     "Connections, authentication and uploads",
+    "Rate limits and shared state",
 ]
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 OFFLINE_VALUES = {
@@ -279,6 +280,9 @@ def test_dashboard_covers_the_on_call_questions() -> None:
         "sum by (reason) (rate(ahp_gateway_auth_failures_total{",
         "sum by (harness, outcome) (rate(ahp_gateway_native_requests_total{",
         "sum by (outcome) (rate(ahp_gateway_uploads_total{",
+        "sum by (limit) (rate(ahp_gateway_rate_limited_total{",
+        "sum by (op) (rate(ahp_gateway_state_errors_total{",
+        "sum by (op, le) (rate(ahp_gateway_state_seconds_bucket{",
     ]:
         assert needed in exprs, f"no panel queries {needed!r}"
 

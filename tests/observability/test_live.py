@@ -9,6 +9,7 @@ has grown between two samples and rate()/increase() see it:
   circuit opens after two), a fail-closed failure for a harness without ``deny`` (JSON-RPC error),
   CEL routing and a CEL evaluation error, a parse error, observe deliveries (ok, then a stalled
   observer: timeouts and queue-full drops);
+- a shared rate limit in a real redis-server: intercepts over it answered -32003;
 - round two also breaks the configuration file and reloads (rejected).
 
 Then every dashboard query and every alert's signal must return data, and the alerts the traffic
@@ -57,6 +58,7 @@ from tests.support.grafana import (
     substitute,
     variable_selectors,
 )
+from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
@@ -85,7 +87,15 @@ PROVOKED = {
     "AHPGatewayObserveDeliveryFailing",
     "AHPGatewayConfigReloadFailing",
 }
-QUIET = {"AHPGatewayTargetDown", "AHPGatewayAbsent", "AHPGatewayDecisionLogDrops", "AHPGatewayFileDescriptors"}
+QUIET = {
+    "AHPGatewayTargetDown",
+    "AHPGatewayAbsent",
+    "AHPGatewayDecisionLogDrops",
+    "AHPGatewayFileDescriptors",
+    "AHPGatewayStateErrors",
+}
+FLOOD_KEY = 'event.tool.input.command.startsWith("flood ") ? "flood" : event.id'
+"""One bucket for the "flood" commands, a fresh one (never exceeded) for every other intercept."""
 
 
 def note(event: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +133,7 @@ class Upstreams:
         return web.json_response(result(body, []))
 
 
-def config(base: str) -> dict[str, Any]:
+def config(base: str, redis_url: str) -> dict[str, Any]:
     return gateway_config(
         [
             hook(POLICY, f"{base}/policy"),
@@ -144,6 +154,17 @@ def config(base: str) -> dict[str, Any]:
         observe={"queueSize": 1, "workers": 1, "timeoutMs": 200},
         log={"decisions": "decisions.jsonl"},
         reload={"watch": False},
+        state={"redis": {"url": redis_url, "timeoutMs": 500}},
+        rateLimits=[
+            {
+                "id": "flood",
+                "key": FLOOD_KEY,
+                "requestsPerSecond": 0.001,
+                "burst": 1,
+                "scope": "shared",
+                "onError": "skip",
+            }
+        ],
     )
 
 
@@ -303,6 +324,8 @@ async def drive(live: Live, round_no: int) -> None:
     odd = tool_before()
     odd["tool"]["input"] = {"path": "/etc/hosts"}  # no command: both CEL conditions fail to evaluate
     assert (await ask("", caps=copy.deepcopy(ALL_TOOL_BEFORE_CAPS), event=odd))["result"]["effects"]
+    limited = [await ask("flood now") for _ in range(3)]  # the shared limit: one token, then -32003
+    assert [a.get("error", {}).get("code") for a in limited][1:] == [-32003, -32003], limited
     status, body = await post(http, url, b"{")  # parse error: rejected before routing
     assert (status, body["error"]["code"]) == (200, -32700)
 
@@ -358,10 +381,16 @@ async def live(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str, pr
     await site.start()
     upstreams.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
+    redis = RedisServer(workdir / "redis")
+    redis.start()
     config_path = workdir / "gateway.yaml"
-    config_path.write_text(yaml.safe_dump(config(upstreams.url), sort_keys=False))
+    config_path.write_text(yaml.safe_dump(config(upstreams.url, redis.url), sort_keys=False))
     gateway = GatewayServer(load(config_path))
-    await gateway.start()
+    try:
+        await gateway.start()
+    except BaseException:
+        redis.stop()
+        raise
     prometheus: subprocess.Popen[bytes] | None = None
     http = aiohttp.ClientSession()
     try:
@@ -381,6 +410,7 @@ async def live(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str, pr
         await http.close()
         await gateway.stop()
         await runner.cleanup()
+        redis.stop()
 
 
 # ------------------------------------------------------------------------------------------------

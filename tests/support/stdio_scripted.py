@@ -5,9 +5,10 @@ Modes (the answer echoes the request's protocolVersion):
   response fixtures played by a real child process);
 - ``sleep SECONDS``: answers ``effects: []`` after SECONDS (pool concurrency);
 - ``banner``: prints a banner line on stdout before serving (forbidden by AHP-STDIO-001);
-- ``crash-on MARKER`` / ``hang-on MARKER``: exits 1 / never answers when the command contains
-  MARKER, otherwise answers ``effects: []``;
-- ``pid``: denies with reason ``pid <n>`` (which child answered);
+- ``crash-on MARKER [pid]`` / ``hang-on MARKER [pid]``: exits 1 / never answers when the command
+  contains MARKER, otherwise answers ``effects: []`` (with ``pid``: as the ``pid`` mode does);
+- ``pid``: denies with reason ``pid <n>`` (which child answered); ``slow-pid SECONDS``: the same
+  after SECONDS;
 - ``stderr N``: writes N long lines on stderr, then answers ``effects: []``.
 Every start appends ``<pid>`` to the file named by ``STARTS_FILE`` when that variable is set.
 """
@@ -57,7 +58,10 @@ def main() -> None:
             sys.exit(1)
         elif mode == "hang-on" and arg in command:
             time.sleep(60)
-        elif mode == "pid":
+        elif mode == "slow-pid":
+            time.sleep(float(arg))
+            answer(request, [{"type": "deny", "reason": f"pid {os.getpid()}"}])
+        elif mode == "pid" or (mode in ("crash-on", "hang-on") and sys.argv[3:4] == ["pid"]):
             answer(request, [{"type": "deny", "reason": f"pid {os.getpid()}"}])
         elif mode == "stderr":
             for i in range(int(arg)):

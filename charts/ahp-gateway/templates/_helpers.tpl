@@ -99,7 +99,26 @@ configuration it started with and changes arrive by a rolling update).
 {{- if and (not $cfg.inbound) (eq (include "ahp-gateway.inboundTokens" .) "true") }}
 {{- $_ := set $cfg "inbound" (dict "auth" (dict "type" "bearer" "tokensFile" (printf "%s/%s" (trimSuffix "/" .Values.inboundAuth.mountPath) .Values.inboundAuth.key))) }}
 {{- end }}
+{{- $redisUrl := include "ahp-gateway.redisUrl" . }}
+{{- if and $redisUrl (not $cfg.state) }}
+{{- $redis := dict "url" $redisUrl "keyPrefix" .Values.state.redis.keyPrefix "timeoutMs" .Values.state.redis.timeoutMs }}
+{{- if .Values.state.redis.passwordSecret.name }}
+{{- $_ := set $redis "passwordEnv" "AHP_GATEWAY_REDIS_PASSWORD" }}
+{{- end }}
+{{- $_ := set $cfg "state" (dict "redis" $redis) }}
+{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+state.redis.url, or the trial Redis' Service when redis.enabled; empty: no shared state.
+*/}}
+{{- define "ahp-gateway.redisUrl" -}}
+{{- if .Values.state.redis.url -}}
+{{ .Values.state.redis.url }}
+{{- else if .Values.redis.enabled -}}
+redis://{{ include "ahp-gateway.fullname" . }}-redis:6379/0
+{{- end -}}
 {{- end }}
 
 {{- define "ahp-gateway.listenPort" -}}

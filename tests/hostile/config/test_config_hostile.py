@@ -547,7 +547,7 @@ def test_a_pathological_policy_file_neither_stalls_the_gateway_nor_goes_unreport
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known limitation (README, Policy-as-code): cel-expr-python bounds comprehensions but not "
+    reason="known limitation (docs/policies/index.md): cel-expr-python bounds comprehensions but not "
     "list or string growth, so one rule can take hundreds of MB for a moment; MemoryError is caught "
     "(an evaluation error, the backend's failure policy decides) but the peak is not bounded",
 )

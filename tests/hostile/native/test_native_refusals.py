@@ -22,6 +22,7 @@ import pytest
 from tests.support import native_payloads
 from tests.support.config import gateway_config, hook
 from tests.support.fault_tools import raw_request
+from tests.support.tokens import TOKEN_A, tokens_file
 
 LIMIT = 4096
 PAD = "x" * (2 * LIMIT)
@@ -143,4 +144,111 @@ async def test_fail_001_a_native_body_that_never_completes_is_denied_not_408(gat
     head, _, answer = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), raw
     assert _denies(harness, json.loads(answer)), raw
+    assert upstream.received == []
+
+
+@pytest.fixture(params=[True, False], ids=["fast-lane", "aiohttp"])
+async def guarded(request, gateway_factory, stub_factory, tmp_path):
+    """The same gateway behind bearer authentication (``team-a`` holds TOKEN_A)."""
+    upstream = await stub_factory()
+    tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}))
+    cfg = gateway_config(
+        [hook("org.example.up", upstream.url)], inbound={"auth": {"type": "bearer", "tokensFile": "tokens.yaml"}}
+    )
+    cfg["listen"]["fastLane"] = request.param
+    gw = await gateway_factory(cfg, name=f"guarded-{request.param}.yaml")
+    return gw, upstream
+
+
+def _auth_failures(gw: Any, reason: str) -> float:
+    for line in gw.observability.metrics.render()[0].decode().splitlines():
+        if line.startswith(f'ahp_gateway_auth_failures_total{{reason="{reason}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+@pytest.mark.spec("AHP-FAIL-001")
+@pytest.mark.parametrize("harness", sorted(TARGETS))
+@pytest.mark.parametrize(("credential", "reason"), [(None, "missing"), ("Bearer not-a-known-token", "unknown_token")])
+async def test_fail_001_an_unauthenticated_native_hook_gets_the_harness_own_denial(
+    guarded, harness, credential, reason
+):
+    """Issue 28: a 401 on ``/native/<harness>`` let the call proceed (both harnesses' HTTP hooks
+    treat any non-2xx as a non-blocking error). The refusal is the harness's own denial in a 200,
+    the ``WWW-Authenticate`` challenge is kept, the failure is counted, the pipeline never runs."""
+    gw, upstream = guarded
+    path, payload = TARGETS[harness]
+    body = json.dumps(payload("git push --force origin main")).encode()
+    headers = {"Content-Type": "application/json"}
+    if credential:
+        headers["Authorization"] = credential
+    before = _auth_failures(gw, reason)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(gw.url.rstrip("/") + path, data=body, headers=headers) as response:
+            status, raw = response.status, await response.read()
+            challenge = response.headers.get("WWW-Authenticate", "")
+            content_type = response.content_type
+    assert status == 200, (status, raw)
+    assert content_type == "application/json"
+    assert _denies(harness, json.loads(raw)), raw
+    assert challenge.startswith("Bearer"), challenge
+    assert upstream.received == []
+    assert _auth_failures(gw, reason) == before + 1
+    # the AHP route keeps its 401: an AHP client reads the status
+    async with aiohttp.ClientSession() as http:
+        async with http.post(gw.url, data=b"{}", headers={"Content-Type": "application/json"}) as response:
+            assert response.status == 401
+    # and the right token is served
+    headers["Authorization"] = f"Bearer {TOKEN_A}"
+    status, _, raw = await _send(gw, path, body, headers)
+    assert status == 200 and len(upstream.received) == 1, raw
+
+
+@pytest.mark.spec("AHP-FAIL-001")
+@pytest.mark.parametrize("harness", sorted(TARGETS))
+async def test_fail_001_a_native_hook_refused_from_its_head_is_denied_before_its_body(guarded, harness):
+    """Refused from the head while the body is still on its way (the fast lane answers at once,
+    aiohttp once it reads the request): still the harness's denial in a 200, never a 401."""
+    gw, upstream = guarded
+    path, payload = TARGETS[harness]
+    body = json.dumps(payload("git push --force origin main")).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    try:
+        writer.write(raw_request(body, path=path)[: -len(body) // 2])
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(
+            next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1]
+        )
+        answer = await asyncio.wait_for(reader.readexactly(length), 5)
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"www-authenticate: bearer" in head.lower(), head
+    assert _denies(harness, json.loads(answer)), answer
+    assert upstream.received == []
+
+
+@pytest.mark.spec("AHP-FAIL-001")
+@pytest.mark.parametrize("harness", sorted(TARGETS))
+async def test_fail_001_an_unauthenticated_native_hook_expecting_100_continue_is_denied(guarded, harness):
+    """``Expect: 100-continue``: refused before the body is sent, with the harness's denial."""
+    gw, upstream = guarded
+    path, payload = TARGETS[harness]
+    body = json.dumps(payload("git push --force origin main")).encode()
+    head = raw_request(body, path=path, headers={"Expect": "100-continue"})[: -len(body)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    try:
+        writer.write(head)
+        await writer.drain()
+        answer_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(
+            next(x for x in answer_head.split(b"\r\n") if x.lower().startswith(b"content-length")).split(b":")[1]
+        )
+        answer = await asyncio.wait_for(reader.readexactly(length), 5)
+    finally:
+        writer.close()
+    assert answer_head.startswith(b"HTTP/1.1 200"), answer_head
+    assert b"www-authenticate: bearer" in answer_head.lower(), answer_head
+    assert _denies(harness, json.loads(answer)), answer
     assert upstream.received == []

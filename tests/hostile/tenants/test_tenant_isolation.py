@@ -4,6 +4,8 @@ Issue 28 item 1 (AHP-CAP-001, AHP-FAIL-001): an answer that is invalid only beca
 caller's own request (an effect that request did not advertise) is that request's failure, settled
 by the hook's failure policy, but it says nothing about the upstream's health: it must never count
 toward the shared circuit breaker, or one tenant could switch a policy off for every tenant.
+The other provocations (a timeout within a budget the caller's own chain cut short, a caller that
+disconnects), on both lanes and under both policies, are rows of ``tests/e2e/test_faults_matrix_tenants.py``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ CHART_SCHEMA = ROOT / "charts" / "ahp-gateway" / "values.schema.json"
 
 
 def cli(*args: str, cwd: Path = FIXTURE, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUDIT_TOKEN": "audit-token"}  # the fixture's credential
     return subprocess.run(
         [sys.executable, "-m", "gateway", *args],
         capture_output=True,
@@ -291,7 +291,7 @@ def test_gateway_logs_json_lines_with_log_format_json(workdir: Path) -> None:
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "AUDIT_TOKEN": "audit-token"},
     )
     lines: list[str] = []
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -161,7 +162,10 @@ def test_registration_documents_pass_the_canonical_schema_when_valid():
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+    env = {**os.environ, "GUARD_TOKEN": "guard-token"}  # BASE's credential, resolved by check as by serve
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", *args], capture_output=True, text=True, cwd=cwd, timeout=60, env=env
+    )
 
 
 def test_check_cli_summarises_the_chain(tmp_path):

@@ -4,6 +4,7 @@ string fields, local backends without rules, credentials inside URLs (AHP-SEC-00
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,13 @@ def _compile(path: Path) -> None:
 
 
 def _check(path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GUARD_TOKEN": "guard-token"}  # the test configuration's credential
     return subprocess.run(
-        [sys.executable, "-m", "gateway", "check", "--config", str(path)], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "gateway", "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
 
 
