@@ -76,7 +76,7 @@ class AskSpec(_Strict):
     """``ask: {}`` or ``ask: {reason: ...}``: the AHP ask effect carries no fields; the harness
     prompts with its own text, and the reason goes beside it as a ``message``."""
 
-    reason: str | None = Field(None, min_length=1)
+    reason: str | None = Field(default=None, min_length=1)
     """Why the rule asks, for the person asked (sent as a message beside the ask when the harness
     advertised message; without it, the rule's description)."""
 

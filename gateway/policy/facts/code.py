@@ -33,6 +33,8 @@ CALLS: dict[str, dict[str, str]] = {
         "run": "shell", "call": "shell", "check_call": "shell", "check_output": "shell", "Popen": "shell",
         "execv": "argv-after-path", "execvp": "argv-after-path", "execve": "argv-after-path",
         "execl": "args-after-path", "execlp": "args-after-path", "spawnv": "argv-after-mode", "spawnvp": "argv-after-mode",
+        "spawnl": "argv-after-mode", "spawnlp": "argv-after-mode", "spawnle": "argv-after-mode",
+        "spawnlpe": "argv-after-mode",
         "spawn": "shell",
         "eval": "code", "exec": "code", "compile": "code",
         "remove": "delete", "unlink": "delete", "rmdir": "delete", "removedirs": "delete",
@@ -49,6 +51,7 @@ CALLS: dict[str, dict[str, str]] = {
         "execFileSync": "argv", "fork": "argv",
         "eval": "code", "Function": "code", "runInNewContext": "code", "runInThisContext": "code",
         "rmSync": "delete-options", "rm": "delete-options", "rmdirSync": "delete-options", "rmdir": "delete-options",
+        "removeSync": "delete-options", "remove": "delete-options",
         "unlinkSync": "delete", "unlink": "delete",
         "readFileSync": "read", "readFile": "read", "createReadStream": "read", "readdirSync": "list",
         "writeFileSync": "write", "writeFile": "write", "appendFileSync": "write", "appendFile": "write",
@@ -66,7 +69,7 @@ STRONG: dict[str, frozenset[str]] = {
                          "execv", "execvp", "execve", "execl", "execlp", "spawnv", "spawnvp", "rmtree", "removedirs",
                          "send2trash", "urlopen", "urlretrieve", "create_connection", "eval", "exec",
                          "read_text", "read_bytes", "write_text", "write_bytes", "copyfile", "copytree"}),
-    "javascript": frozenset({"execSync", "spawnSync", "execFileSync", "rmSync", "rmdirSync", "unlinkSync",
+    "javascript": frozenset({"execSync", "spawnSync", "execFileSync", "rmSync", "rmdirSync", "unlinkSync", "removeSync",
                              "readFileSync", "writeFileSync", "appendFileSync", "copyFileSync", "cpSync",
                              "createReadStream", "createWriteStream", "eval", "Function", "fetch", "renameSync"}),
 }  # fmt: skip
@@ -121,11 +124,34 @@ def analyze(language: str, text: str, depth: int = 0) -> Found:
         _Tree(_JS, "javascript", found, depth).walk(text)
     elif language in SCRIPT_CALLS:
         _Script(language, found, depth).walk(text)
+    elif language == "sed":
+        _sed(text, found)
     else:
         _scan(language, text, found)
     if found.commands and _SOCKET.search(text) and any(_interactive_shell(c) for c in found.commands):
         found.touches.append(("exec-network", None, False))  # a shell on the code's socket
     return found
+
+
+_SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*)"
+_SED_E = re.compile(
+    r"(?:^|[;\n{}])\s*(?:" + _SED_ADDRESS + r"(?:\s*,\s*" + _SED_ADDRESS + r")?)?"
+    r"\s*!?\s*e(?:[ \t]+([^;\n}]*)|(?=[;\n}]|$))"
+)
+_SED_S_EXEC = re.compile(r"(?:^|[;\n{}]|[/\d$])\s*s(.)(?:(?!\1)[^\\]|\\.)*\1(?:(?!\1)[^\\]|\\.)*\1[gpiImM0-9]*e")
+
+
+def _sed(text: str, found: Found) -> None:
+    """GNU sed's ``e`` command runs a command (``1e rm -rf ~``), or the pattern space when it
+    has none, as does the ``e`` flag of ``s///``: the input decides, so that is ``exec`` unknown."""
+    for m in _SED_E.finditer(text):
+        command = (m.group(1) or "").strip()
+        if command:
+            found.commands.append(command)
+        else:
+            found.touches.append(("exec", None, False))
+    if _SED_S_EXEC.search(text):
+        found.touches.append(("exec", None, False))
 
 
 _SOCKET = re.compile(
@@ -382,9 +408,9 @@ class _Tree:
             second = self.value(positional[1]) if len(positional) > 1 else UNKNOWN
             touch(("read", first, name in ("copytree", "cpSync", "cp")))
             touch(("write", second, False))
-        elif role == "move":
+        elif role == "move":  # a directory moves away whole, as `mv` does
             second = self.value(positional[1]) if len(positional) > 1 else UNKNOWN
-            touch(("delete", first, False))
+            touch(("delete", first, True))
             touch(("write", second, False))
         elif role in ("url", "url-send"):
             if first is not None and "://" in first:
@@ -418,6 +444,9 @@ class _Tree:
         root = re.split(r"[.(\[]", text, maxsplit=1)[0]
         if root in MODULES[self.name] or self.modules.get(root, False):
             return True
+        imported = re.match(r"""^(?:__import__|importlib\.import_module|import_module)\(\s*['"]([\w.]+)['"]""", text)
+        if imported and imported.group(1).split(".")[0] in MODULES[self.name]:
+            return True  # `__import__('subprocess').run(...)`
         return "child_process" in text or "'fs'" in text or '"fs"' in text or "fs/promises" in text
 
     def _module(self, n: tree_sitter.Node, modules: tuple[str, ...]) -> bool:
@@ -462,6 +491,8 @@ class _Tree:
             return
         skip = 2 if role == "argv-after-mode" else 1
         nodes = positional[skip:]
+        if role == "argv-after-mode" and len(positional) > 2 and positional[2].type not in ("list", "tuple"):
+            nodes = [positional[1], *positional[3:]]  # `os.spawnlp(mode, file, arg0, arg1, ...)`
         if role != "args-after-path" and nodes and nodes[0].type in ("list", "tuple"):
             nodes = nodes[0].named_children
         words = [self.value(c) for c in nodes]
@@ -830,7 +861,7 @@ class _Script:
         elif role in ("copy", "move") and len(args) > 1:
             src, dst = self.value(args[0]), self.value(args[1])
             if src is not None:
-                touch(("read" if role == "copy" else "delete", src, name.endswith("cp_r")))
+                touch(("read" if role == "copy" else "delete", src, role == "move" or name.endswith("cp_r")))
             if dst is not None:
                 touch(("write", dst, False))
         elif role in ("url", "url-send") and args:
@@ -865,6 +896,13 @@ class _Script:
             spec = spec.strip()
             if spec.endswith("|") or spec.startswith("|"):
                 self.found.commands.append(spec.strip("|").strip())
+                if spec.startswith("|") and spec.strip("|").split()[:1] in (
+                    ["sh"],
+                    ["bash"],
+                    ["/bin/sh"],
+                    ["/bin/bash"],
+                ):
+                    touch(("exec", None, False))  # `open(P, "|sh"); print P ...`: what it prints runs
             elif spec.startswith((">", "+")):
                 touch(("write", spec.lstrip("+<>").strip(), False))
             else:
@@ -906,9 +944,66 @@ _SCANS: dict[str, list[tuple[str, re.Pattern[str]]]] = {
         ("pipe", re.compile(r"\|\s*" + _STRING)),
     ],
 }
+_EX = r"(?:^|\|)\s*:*\s*(?:sil(?:ent)?!?\s*)?"
+"""The start of one Ex command (vim ``-c``/``+``, ``:a | :b``), after ``:`` and ``silent``."""
+_SCANS.update(
+    {
+        "lua": [
+            ("shell", re.compile(r"\b(?:os\.execute|io\.popen)\s*\(?\s*" + _STRING)),
+            ("delete", re.compile(r"\bos\.remove\s*\(?\s*" + _STRING)),
+        ],
+        "tcl": [  # tclsh, expect: `exec`/`spawn`/`system` take the command's words; `open "|cmd"`
+            ("shell", re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|system)\s+(?:-\S+\s+)*([^\n;\]}]+)")),
+            ("shell", re.compile(r"\bopen\s+[\"{]\|([^\"}]+)")),
+            ("delete-recursive", re.compile(r"\bfile\s+delete\s+-force\s+(?:--\s+)?([^\s;\]}]+)")),
+        ],
+        "r": [
+            ("shell", re.compile(r"\b(?:system2?|shell)\s*\(\s*" + _STRING)),
+            ("delete-recursive", re.compile(r"\bunlink\s*\(\s*" + _STRING + r"[^)]*recursive\s*=\s*T")),
+        ],
+        "applescript": [("shell", re.compile(r"\bdo\s+shell\s+script\s+" + _STRING))],
+        "elisp": [
+            ("shell", re.compile(r"\((?:async-)?shell-command(?:-to-string)?\s+" + _STRING)),
+            ("shell", re.compile(r"\((?:call|start)-process(?:-shell-command)?\s+" + _STRING)),
+            ("delete-recursive", re.compile(r"\(delete-directory\s+" + _STRING + r"\s+t\b")),
+        ],
+        "vim": [  # `:!cmd`, `:r !cmd`, `:w !cmd`, `:.!cmd`, `:terminal cmd`, `system('cmd')`
+            ("shell", re.compile(_EX + r"[.$%\d,']*\s*(?:r(?:ead)?\s*|w(?:rite)?\s+)?!(.*)")),
+            ("shell", re.compile(_EX + r"ter(?:m|minal)?!?\s+(?:\+\+\S+\s+)*(.+)")),
+            ("shell", re.compile(r"\bsystem(?:list)?\s*\(\s*" + _STRING)),
+            ("python", re.compile(_EX + r"(?:py3?|python3?|pyx|pythonx)\s+(.*)")),
+        ],
+        "less": [("shell", re.compile(r"^[^/?]*?(?:!|\|.)(.+)"))],  # `+!cmd`, `+|mcmd`
+        "jvm": [  # groovy, kotlin, scala, jshell: Runtime.exec, ProcessBuilder, "cmd".execute(), Process("cmd").!
+            ("shell", re.compile(r"\.exec\s*\(\s*" + _STRING)),
+            ("shell", re.compile(r"\b(?:ProcessBuilder|Process)\s*\(\s*" + _STRING)),
+            ("shell", re.compile(_STRING + r"\s*\.\s*(?:execute\s*\(|!)")),
+        ],
+        "julia": [
+            ("shell", re.compile(r"\b(?:run|read|success|pipeline)\s*\(\s*`([^`]*)`")),
+            ("delete-recursive", re.compile(r"\brm\s*\(\s*" + _STRING + r"[^)]*recursive\s*=\s*true")),
+        ],
+        "gdb": [
+            ("shell", re.compile(r"^\s*(?:shell|!)\s*(.*)")),
+            ("shell", re.compile(r"^\s*pipe\s+[^|]*\|\s*(.*)")),
+            ("shell", re.compile(r"\bsystem\s*\(\s*" + _STRING)),
+            ("python", re.compile(r"^\s*(?:python|py|python-interactive|pi)\s+(.*)")),
+        ],
+    }
+)
 _DYNAMIC_RUN: dict[str, re.Pattern[str]] = {
     "awk": re.compile(r"\bsystem\b|\|\s*getline|\|\s*\""),
+    "lua": re.compile(r"\bos\.execute\b|\bio\.popen\b|\bload(?:string)?\s*\("),
+    "tcl": re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|system|eval)\b|\bopen\s+[\"{]\|"),
+    "r": re.compile(r"\b(?:system2?|shell)\s*\(|\beval\s*\(\s*parse"),
+    "applescript": re.compile(r"\bdo\s+shell\s+script\b"),
+    "elisp": re.compile(r"\((?:async-)?shell-command|\((?:call|start|make)-process|\(eval\b"),
+    "vim": re.compile(r"\bsystem(?:list)?\s*\(|\bexe(?:cute)?\s"),
+    "gdb": re.compile(r"\bsystem\s*\("),
+    "jvm": re.compile(r"\.exec\s*\(|\bProcessBuilder\b|\bProcess\s*\(|\.execute\s*\("),
+    "julia": re.compile(r"\b(?:run|read|success|pipeline)\s*\(\s*`"),
 }
+"""A running call or eval whose argument is not a literal: ``exec`` unknown."""
 
 
 def _scan(language: str, text: str, found: Found) -> None:
@@ -921,6 +1016,12 @@ def _scan(language: str, text: str, found: Found) -> None:
             if role == "shell":
                 found.commands.append(value)
                 literal_runs += 1
+                if language == "tcl" and ("$" in value or "[" in value):
+                    found.touches.append(("exec", None, False))  # Tcl substitutes these first
+            elif role == "python":  # vim `:py3 ...`, gdb `python ...`
+                inner = analyze("python", value)
+                found.commands += inner.commands
+                found.touches += inner.touches
             elif role == "pipe":
                 found.commands.append(value)  # awk `print ... | "sh"`: its output runs as code
                 found.touches.append(("exec", None, False))
@@ -940,10 +1041,19 @@ LANGUAGES: dict[str, str] = {"node": "javascript", "nodejs": "javascript", "deno
 def language_of(program: str) -> str | None:
     """The inline-code language of an interpreter program name (``python3.11`` is python)."""
     base = program.rstrip("0123456789.")
-    if base in ("python", "pypy", "python-m"):
+    if base in ("python", "pypy", "python-m", "ipython"):
         return "python"
     if base in LANGUAGES:
         return LANGUAGES[base]
     if base in ("perl", "ruby", "php", "awk", "gawk", "mawk", "nawk"):
         return "awk" if base.endswith("awk") else base
-    return None
+    return SCANNED.get(base)
+
+
+SCANNED: dict[str, str] = {
+    "lua": "lua", "luajit": "lua", "tclsh": "tcl", "wish": "tcl", "expect": "tcl", "rscript": "r",
+    "osascript": "applescript", "emacs": "elisp", "groovy": "jvm", "kotlin": "jvm", "kotlinc": "jvm",
+    "scala": "jvm", "jshell": "jvm", "julia": "julia",
+}  # fmt: skip
+"""Interpreters read with a lexical scan (:data:`_SCANS`): their inline code (``lua -e``,
+``expect -c``, ``Rscript -e``, ``osascript -e``, ``emacs --eval``) and their stdin."""

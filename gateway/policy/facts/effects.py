@@ -72,13 +72,14 @@ _SEND_OPTIONS = frozenset(
      "--json", "--post-data", "--post-file", "--body-data", "--body-file"}
 )  # fmt: skip
 PERSIST_PATHS = re.compile(
-    r"(^|/)(\.bashrc|\.bash_profile|\.bash_login|\.profile|\.zshrc|\.zshenv|\.zprofile|\.zlogin|\.kshrc|\.cshrc|"
-    r"\.tcshrc|\.config/fish/config\.fish|\.inputrc|\.xinitrc|\.xprofile|\.ssh/authorized_keys2?|\.ssh/rc|"
+    r"(^|/)(\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.zlogout|\.profile|\.zshrc|\.zshenv|\.zprofile|\.zlogin|\.kshrc|\.cshrc|"
+    r"\.tcshrc|\.config/fish/config\.fish|\.config/fish/conf\.d/.+|\.inputrc|\.xinitrc|\.xprofile|\.ssh/authorized_keys2?|\.ssh/rc|"
     r"\.ssh/config|\.gitconfig|\.config/git/config|\.git/config|\.git/hooks/[^/]+|\.husky/[^/]+|\.vimrc|"
     r"\.config/nvim/.+|\.emacs|\.emacs\.d/init\.el|\.config/autostart/.+|\.config/systemd/user/.+|"
     r"Library/LaunchAgents/.+|\.claude/settings(\.local)?\.json|\.claude/hooks/.+|\.codex/config\.toml|"
     r"\.gemini/settings\.json|\.cursor/hooks\.json|\.cursor/mcp\.json|\.vscode/tasks\.json|\.vscode/settings\.json|"
-    r"\.npmrc|\.pip/pip\.conf|\.config/pip/pip\.conf|\.pypirc)$"
+    r"\.npmrc|\.pip/pip\.conf|\.config/pip/pip\.conf|\.pypirc|\.config/git/hooks/[^/]+|\.envrc|"
+    r"site-packages/[^/]+\.pth|(sitecustomize|usercustomize)\.py|\.ipython/profile_[^/]+/startup/[^/]+)$"
     r"|^/etc/(cron\.(d|daily|hourly|weekly|monthly)/.+|crontab|profile|profile\.d/.+|bash\.bashrc|zsh/.+|"
     r"environment|ld\.so\.preload|ld\.so\.conf(\.d/.+)?|rc\.local|systemd/.+|init\.d/.+|sudoers(\.d/.+)?|"
     r"pam\.d/.+|ssh/sshd_config|passwd|shadow|group)$"
@@ -197,6 +198,9 @@ def select(selector: str, operands: list[Word], argw: list[Word], parsed: opts.P
         texts = [w.text for w in operands]
         cut = next((k for k, t in enumerate(texts) if t in (":::", "::::", ":::+")), len(texts))
         return operands[:cut]
+    if selector == "plus-operands":  # vim `+cmd`, less `+cmd`: a command, not a file
+        cut = next((k for k, w in enumerate(argw) if w.text == "--"), len(argw))
+        return [Word(w.text[1:], w.mask[1:], w.dynamic, w.sources) for w in argw[:cut] if w.text[:1] == "+"]
     if selector == "object-paths":  # git's `REV:PATH` (`HEAD:.env`, `:0:.env`, `main:config/x`)
         found = []
         for w in operands:
@@ -241,6 +245,10 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     found = _row(program, fact, args) if program else None
     if found is not None:
         out += _table_effects(found[0], found[1], program, via, fact, argw, args, cwd, home, lost)
+    elif not program and fact["dynamic"] and _RECURSIVE & set(fact["options"]):
+        # `$c -rf ~`: a program only known at run time, given a recursive option, may be `rm`
+        out += [e | {"certainty": "unknown"} for w in argw if not w.text.startswith("-")
+                for e in of_path("delete", "", via, w, cwd, home, True, lost)]  # fmt: skip
     for r in fact["redirects"]:
         target = r.get("path") or r.get("target") or ""
         net = _DEV_NET.match(target)
@@ -263,7 +271,11 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     for host in fact["hosts"]:
         if host not in known:
             out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
-    if program == "git" and fact["subcommand"] == "push":
+    if program in _SAVED_BY:  # `curl -o ~/.bashrc URL`, `wget -O f URL`: the file it saves
+        for key in _SAVED_BY[program]:
+            out += [effect("write", program, via, path=pathmod.normalize(v, cwd, home, shell=True))
+                    for v in fact.get("_values", {}).get(key, []) if v not in ("-", "")]  # fmt: skip
+    if program == "git" and fact["subcommand"] in ("push", "send-pack"):
         out += _git_push(fact, via)
     if program == "gh" and fact["subcommand"] == "api":
         out += _gh_api_ref(fact, via)
@@ -278,12 +290,26 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     return out
 
 
+PERSIST_DIRS = re.compile(
+    r"(^|/)(\.git/hooks|\.husky|\.config/autostart|\.config/systemd/user|Library/LaunchAgents|\.claude/hooks)/?$"
+    r"|^/(etc/(cron\.(d|daily|hourly|weekly|monthly)|profile\.d|systemd/system|init\.d|sudoers\.d)|var/spool/cron"
+    r"(/crontabs)?|Library/LaunchAgents|Library/LaunchDaemons)/?$"
+)
+"""Directories whatever is copied into runs later (``cp evil.sh .git/hooks/``)."""
+_INTO_DIR = frozenset({"cp", "mv", "install", "ln", "rsync", "scp", "ditto", "tar", "unzip", "copy-item", "cpi",
+                       "copy", "move-item", "mi", "move"})  # fmt: skip
+"""Programs whose destination may be a directory they put files into."""
+
+
 def with_persist(found: list[Effect]) -> list[Effect]:
-    """``found`` plus a ``persist`` effect for each write to a place whose contents run later."""
+    """``found`` plus a ``persist`` effect for each write to a place whose contents run later
+    (a file of :data:`PERSIST_PATHS`, or into a directory of :data:`PERSIST_DIRS`)."""
     return found + [
         effect("persist", e["program"], e["via"], path=e["path"])
         for e in found
-        if e["kind"] == "write" and e["path"] and PERSIST_PATHS.search(e["path"])
+        if e["kind"] == "write"
+        and e["path"]
+        and (PERSIST_PATHS.search(e["path"]) or (e["program"] in _INTO_DIR and PERSIST_DIRS.search(e["path"])))
     ]
 
 
@@ -385,10 +411,21 @@ def _table_effects(
         selectors = [role] if isinstance(role, str) else role or []
         if not selectors or selectors == ["none"]:
             continue
-        if "always-cwd" in selectors:
-            out.append(effect(kind, program, via, path=cwd, recursive=True, certainty="bounded" if cwd else "unknown"))
+        if "always-cwd" in selectors:  # `git clean -fdx [PATHSPEC...]`, in `git -C DIR`'s directory
+            here = _git_dir(fact, cwd, home) if program == "git" else cwd
+            specs = [w for w in operand_words if not w.text.startswith("-")]
+            if specs:
+                for w in specs:
+                    out += [e | {"certainty": "bounded" if e["certainty"] == "exact" else e["certainty"]}
+                            for e in of_path(kind, program, via, w, here, home, True, lost)]  # fmt: skip
+                continue
+            out.append(
+                effect(kind, program, via, path=here, recursive=True, certainty="bounded" if here else "unknown")
+            )
             continue
         chosen = [w for selector in selectors for w in select(selector, operand_words, argw, parsed)]
+        if "plus-operands" in spec.code:  # `vim +42 f`: `+42` is a command, not a file
+            chosen = [w for w in chosen if w.text[:1] != "+"]
         if not chosen and kind == "delete" and ("xargs" in via or fact["dynamic"]):
             out.append(effect(kind, program, via, recursive=recursive, certainty="unknown"))  # `xargs rm -rf`
         for w in chosen:
@@ -416,6 +453,21 @@ def _table_effects(
                         for host in hostmod.of_argument(piece) if "." in piece else []:
                             out.append(effect("network", program, via, host=host, direction="tunnel"))
     return out
+
+
+_RECURSIVE = frozenset({"-r", "-R", "--recursive"})
+
+
+def _git_dir(fact: dict[str, Any], cwd: str, home: str) -> str:
+    """The directory a git command works in: ``git -C DIR`` (each one relative to the last)."""
+    args: list[str] = fact["args"]
+    here = cwd
+    for k, a in enumerate(args):
+        if a == "-C" and k + 1 < len(args):
+            here = pathmod.normalize(args[k + 1], here, home, shell=True)
+        elif not a.startswith("-") and (k == 0 or args[k - 1] not in ("-C", "-c")):
+            break
+    return here
 
 
 _PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "sed", "gsed", "awk", "gawk",
@@ -496,6 +548,7 @@ def _git_push(fact: dict[str, Any], via: list[str]) -> list[Effect]:
 
 _API_REF = re.compile(r"^/?repos/[^/]+/[^/]+/git/refs/(heads/.+)$")
 _API_FIELDS = frozenset({"-f", "-F", "--field", "--raw-field"})
+_GRAPHQL_REF = re.compile(r"\b(deleteRef|updateRefs?)\b")
 
 
 def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
@@ -503,6 +556,10 @@ def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
     a PATCH or POST with ``force=true`` force-updates it (REST, as a force push does)."""
     args: list[str] = fact["args"][1:]
     refs = [m.group(1) for a in args if (m := _API_REF.match(a))]
+    if args[:1] == ["graphql"] and any(_GRAPHQL_REF.search(a) for a in args):
+        # `deleteRef`/`updateRef(s)` name refs by opaque ids: which branch is not known
+        kind = "git.delete-ref" if any("deleteRef" in a for a in args) else "git.update-ref"
+        return [effect(kind, "gh", via, host="github.com", force=True, certainty="unknown")]
     if not refs:
         return []
     method, fields = "", []
@@ -529,6 +586,8 @@ def _gh_api_ref(fact: dict[str, Any], via: list[str]) -> list[Effect]:
 
 _HTTP_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "invoke-webrequest", "invoke-restmethod",
                            "iwr", "irm"})  # fmt: skip
+_SAVED_BY = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}
+"""Options naming the file a downloader saves (kept in the facts as ``_values``)."""
 _REST_REF = re.compile(r"^(?:https?://[^/]+)?(?:/api/v3)?/repos/[^/]+/[^/]+/git/refs/(heads/[^?#]+)")
 _METHOD_OPTIONS = frozenset({"-x", "--request", "--method", "-method"})
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})

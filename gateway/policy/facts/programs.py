@@ -33,6 +33,7 @@ SELECTORS = frozenset(
         "always",
         "always-cwd",
         "none",
+        "plus-operands",
     }
 )
 """Argument selectors; besides these, ``option:-x`` / ``option:--name`` (an option's value) and
@@ -50,6 +51,10 @@ class RowSpec(BaseModel):
     write: str | list[str] | None = None
     delete: str | list[str] | None = None
     runs: str | None = None
+    code: list[str] = Field(default_factory=list)
+    """Selectors of words that are code in ``language`` (vim ``-c``/``+cmd``, gdb ``-ex``, a sed
+    script): read by :func:`code.analyze`; ``first-operand`` counts only when no option gave code."""
+    language: str = ""
     network: str | None = None
     direction: Literal["fetch", "send", "listen", "tunnel"] = "fetch"
     recursive: str | list[str] | None = None
@@ -77,7 +82,14 @@ class RowSpec(BaseModel):
     encoded: list[str] = Field(default_factory=list)
     """Case-insensitive rows: parameters whose value is base64 of UTF-16LE text (``-EncodedCommand``)."""
 
-    @field_validator("read", "write", "delete", "runs", "network", "command")
+    @field_validator("language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        if value and value not in CODE_LANGUAGES:
+            raise ValueError(f"unknown language {value!r}; one of {', '.join(sorted(CODE_LANGUAGES))}")
+        return value
+
+    @field_validator("read", "write", "delete", "runs", "network", "command", "code")
     @classmethod
     def _selector(cls, value: str | list[str] | None) -> str | list[str] | None:
         for one in [value] if isinstance(value, str) else value or []:
@@ -91,6 +103,11 @@ class RowSpec(BaseModel):
         if isinstance(value, str) and value != "always":
             raise ValueError("recursive is 'always' or a list of options")
         return value
+
+
+CODE_LANGUAGES = frozenset({"python", "javascript", "perl", "ruby", "php", "awk", "lua", "tcl", "r", "applescript",
+                            "elisp", "vim", "less", "gdb", "sed", "jvm", "julia"})  # fmt: skip
+"""Languages :func:`gateway.policy.facts.code.analyze` reads."""
 
 
 class TableSpec(BaseModel):

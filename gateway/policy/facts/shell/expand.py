@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import posixpath
 import re
 import shlex
 
@@ -301,8 +302,8 @@ def adjacent(nodes: list[tree_sitter.Node], src: bytes) -> list[list[tree_sitter
 
 
 def static_output(commands: list[Command], st: State) -> str | None:
-    """The output of a substituted ``echo``/``printf``/``pwd`` whose words are static (trailing
-    newlines removed, as bash does), else None."""
+    """The output of a substituted ``echo``/``printf``/``pwd`` whose words are static, or of ``cat``
+    of a heredoc or here-string (trailing newlines removed, as bash does), else None."""
     cmd = commands[0]
     if cmd.dynamic or cmd.stdin_from or cmd.redirects:
         return None
@@ -310,6 +311,9 @@ def static_output(commands: list[Command], st: State) -> str | None:
         return cmd.state.cwd
     if cmd.program in ("echo", "printf"):
         text = echo_text(cmd)
+        return text.rstrip("\n") if text is not None else None
+    if cmd.program == "cat":  # `$(cat <<'EOF' ... EOF)`: the heredoc's text
+        text = fed_text(cmd)
         return text.rstrip("\n") if text is not None else None
     return None
 
@@ -331,7 +335,12 @@ def fed_text(cmd: Command) -> str | None:
         return cmd.stdin_text
     if cmd.program == "cat":
         rest = [w.text for w in cmd.words[cmd.start + 1 :]]
-        return cmd.stdin_text if all(t.startswith("-") and t != "-" for t in rest) else None
+        if all(t.startswith("-") and t != "-" for t in rest):
+            return cmd.stdin_text
+        files = [posixpath.normpath(posixpath.join(cmd.state.cwd, t)) for t in rest if not t.startswith("-")]
+        if cmd.state.scripts and all(f in cmd.state.scripts for f in files):  # `echo ... > f; cat f | sh`
+            return "".join(cmd.state.scripts[f] for f in files)
+        return None
     return echo_text(cmd, fed=True)
 
 
@@ -364,3 +373,29 @@ def echo_text(cmd: Command, fed: bool = False) -> str | None:
         newline = newline and not stop
         text = decoded if escapes else text + "\n" + decoded
     return text + ("\n" if newline else "")
+
+
+_HEREDOC_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def heredoc_text(body: str, st: State) -> str | None:
+    """The text of an unquoted heredoc (``cat <<EOF | sh``, ``rm -rf $HOME``) when every
+    expansion in it is a variable whose value is known (one assigned a static value earlier in the
+    line, or ``HOME``); None when any is only known at run time (``$X``, ``$(...)``, backquotes)."""
+    if "`" in body or "$(" in body or "\\" in body:
+        return None
+
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        given = st.vars.get(name)
+        if given is not None and not given.dynamic:
+            return given.text
+        if name == "HOME" and st.home not in ("", "~"):
+            return st.home
+        raise LookupError(name)
+
+    try:
+        text = _HEREDOC_VAR.sub(value, body)
+    except LookupError:
+        return None
+    return None if "$" in text.replace("$$", "") else text

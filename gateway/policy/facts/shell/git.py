@@ -28,17 +28,23 @@ def _config_env(cmd: Command) -> list[str]:
 _CONFIG_VALUED = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment", "--value"})
 
 
-def _record_config(rest: list[str], words: list[Word], st: State) -> None:
-    """``git config [--global|--file f|...] KEY VALUE`` (also ``git config set KEY VALUE``): the
-    value the rest of the line runs with."""
+def setting(rest: list[str], words: list[Word]) -> tuple[str, Word | None, str]:
+    """``git config [--global|--system|--file f|...] KEY VALUE`` (also ``git config set KEY
+    VALUE``): the key (lower case, '' when none), the value set (None for a read or an unset) and
+    where it is written (``--global``, ``--system``, a ``--file``, or '' for the repository's)."""
     operands: list[Word] = []
     k = 0
     unset = False
+    scope = ""
     while k < len(rest):
         t = rest[k]
         if t in _CONFIG_VALUED:
+            if t in ("-f", "--file") and k + 1 < len(rest):
+                scope = rest[k + 1]
             k += 2
             continue
+        if t in ("--global", "--system"):
+            scope = t
         if t.startswith("--unset") or t in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--remove-section"):
             unset = True
         if not t.startswith("-") or t == "-":
@@ -48,13 +54,22 @@ def _record_config(rest: list[str], words: list[Word], st: State) -> None:
         unset = unset or operands[0].text != "set"
         operands = operands[1:]
     if not operands:
-        return
+        return "", None, scope
     key = operands[0].text.lower()
     if unset or len(operands) < 2:
-        if unset:
+        return key, None, scope
+    return key, operands[1], scope
+
+
+def _record_config(rest: list[str], words: list[Word], st: State) -> None:
+    """The value the rest of the line runs with (:func:`setting`)."""
+    key, value, _ = setting(rest, words)
+    if not key:
+        return
+    if value is None:
+        if any(t.startswith("--unset") or t in ("unset", "--remove-section") for t in rest):
             st.gitconfig.pop(key, None)
         return
-    value = operands[1]
     st.gitconfig[key] = value
 
 

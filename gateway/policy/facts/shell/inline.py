@@ -40,12 +40,16 @@ def shell_payload(args: list[Word]) -> Word | None:
     return None
 
 
-CODE_LETTERS: dict[str, str] = {"shell": "c", "python": "c", "perl": "eE", "ruby": "eE", "php": "r"}
+CODE_LETTERS: dict[str, str] = {
+    "shell": "c", "python": "c", "perl": "eE", "ruby": "eE", "php": "r", "lua": "e", "tcl": "c", "r": "e",
+    "applescript": "e", "jvm": "e", "julia": "e",
+}  # fmt: skip
 """Per language, the one-letter options whose value (or the rest of their cluster: ``-lc``,
 ``perl -lne``) is inline code."""
 CODE_WORDS: dict[str, tuple[str, ...]] = {
     "javascript": ("-e", "--eval", "-p", "--print", "-pe"),
     "powershell": ("-Command", "-command", "-EncodedCommand", "-enc", "-c"),
+    "elisp": ("--eval", "-eval"),
 }
 """Per language, whole option words whose value is inline code."""
 OTHER_INPUT = frozenset({"-m", "-f", "-File", "-file"})
@@ -89,12 +93,14 @@ def inline_code(language: str, args: list[Word]) -> Word | None:
                 k += 1
                 continue
             return args[k]
-        if language == "javascript":
-            if t in CODE_WORDS["javascript"]:
-                return nxt
+        if language in ("javascript", "elisp"):
+            if t in CODE_WORDS[language] or (k == 0 and t == "eval" and language == "javascript"):
+                return nxt  # `deno eval CODE` too
             if t.startswith(("--eval=", "--print=")):
                 value = t.split("=", 1)[1]
                 return Word(value, "1" * len(value))
+            if language == "elisp" and not t.startswith("-"):
+                return None  # a file to edit
         elif t.startswith("-") and not t.startswith("--") and len(t) > 1:
             flag = CODE_LETTERS.get(language, "")
             body = t[1:]
@@ -107,11 +113,21 @@ def inline_code(language: str, args: list[Word]) -> Word | None:
                     break
             if hit is not None:
                 rest = body[hit + 1 :]
-                return Word(rest, "1" * len(rest)) if rest else nxt
+                found = Word(rest, "1" * len(rest)) if rest else nxt
+                if language in _EVERY_E and found is not None and not found.dynamic:
+                    more = inline_code(language, args[k + (1 if rest else 2) :])  # `perl -e a -e b`
+                    if more is not None:
+                        text = found.text + "\n" + more.text
+                        return Word(text, "1" * len(text), more.dynamic, more.sources)
+                return found
         elif not t.startswith("-"):
             return None  # a script file
         k += 1
     return None
+
+
+_EVERY_E = frozenset({"perl", "ruby", "lua", "applescript", "r"})
+"""Languages that run every ``-e`` given, in order (``perl -le 'print 1' -e 'system(...)'``)."""
 
 
 def has_inline_code(program: str, args: list[str]) -> bool:

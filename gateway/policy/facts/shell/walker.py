@@ -27,6 +27,7 @@ from gateway.policy.facts.shell.expand import (
     escaped_tail,
     fed_text,
     gap_tokens,
+    heredoc_text,
     pipe_nodes,
 )
 from gateway.policy.facts.shell.inline import (
@@ -399,7 +400,7 @@ class Walker:
                         ch.type == "heredoc_start" and ch.text is not None and ch.text[:1] in (b"'", b'"', b"\\")
                         for ch in r.children
                     )
-                    cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else None
+                    cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else heredoc_text(body, st)
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
                 elif r.type != "heredoc_redirect" and c.type not in ("heredoc_start", "heredoc_end") and target is None:
@@ -416,6 +417,10 @@ class Walker:
             entry: dict[str, Any] = {"op": op, "fd": fd, "target": text, "dynamic": bool(target and target.dynamic)}
             if target is not None and not target.dynamic and not op.endswith("&"):
                 entry["path"] = pathmod.normalize(text, st.cwd, st.home, shell=True)
+            if op == "<" and entry.get("path") in st.scripts:  # `echo ... > f; sh < f`
+                cmd.stdin_text = st.scripts[entry["path"]]
+            elif op == "<" and entry.get("path") in st.downloads:
+                cmd.stdin_from = unique([*cmd.stdin_from, st.downloads[entry["path"]]])
             if target is not None and target.procsub and op.startswith("<"):
                 cmd.stdin_from = unique([*cmd.stdin_from, *target.sources])
                 if target.output is not None:
@@ -597,6 +602,8 @@ class Walker:
         for p in targets:  # static text written to a file that may be run later in the line
             if text is None:
                 st.scripts.pop(p, None)
+                if program not in DOWNLOADERS:  # `base64 -d > f; sh f`: what f holds came from it
+                    st.downloads[p] = program
             else:
                 st.scripts[p] = (st.scripts.get(p, "") if p in appends else "") + text
         if program == "chmod":

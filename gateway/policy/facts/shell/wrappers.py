@@ -67,6 +67,19 @@ _WRAPPERS: dict[str, tuple[str, frozenset[str]]] = {
     "flock": ("wEc", frozenset({"timeout", "conflict-exit-code", "command"})),
     "chroot": ("", frozenset({"userspec", "groups"})),
     "watch": ("ndqc", frozenset({"interval", "differences"})),
+    "sshpass": ("pfdP", frozenset()),
+    "cross-env": ("", frozenset()),
+    "fakeroot": ("lfsib", frozenset({"lib", "faked"})),
+    "catchsegv": ("", frozenset()),
+    "rlwrap": ("bfHlPSzCDeghmOpqstw", frozenset()),
+    "dbus-launch": ("", frozenset({"config-file", "autolaunch"})),
+    "numactl": ("CNmpiP", frozenset({"physcpubind", "cpunodebind", "membind", "preferred", "interleave"})),
+    "distrobox-host-exec": ("", frozenset()),
+    "flatpak-spawn": ("", frozenset({"directory", "forward-fd", "env", "unset-env"})),
+    "xvfb-run": ("nefpsw", frozenset({"server-num", "error-file", "auth-file", "xauth-protocol", "server-args", "wait"})),
+    "valgrind": ("", frozenset()),
+    "unshare": ("SGRw", frozenset({"map-user", "map-group", "setuid", "setgid", "root", "wd", "propagation", "setgroups"})),
+    "nsenter": ("tSGwrW", frozenset({"target", "setuid", "setgid", "wd", "root", "wdns", "env"})),
     "then": ("", frozenset()),
     "do": ("", frozenset()),
     "else": ("", frozenset()),
@@ -77,6 +90,8 @@ _TAKES_OPERAND = {"timeout": 1, "chrt": 1, "taskset": 1, "chroot": 1, "flock": 1
 
 _RUNS = frozenset(name for name, rows in programs.table().items() if any(r.spec.runs for r in rows))
 """Programs with a ``runs`` row in the program table."""
+_CODE = frozenset(name for name, rows in programs.table().items() if any(r.spec.code for r in rows))
+"""Programs with a ``code`` row in the program table (vim, less, gdb, sed)."""
 
 
 def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> list[Command]:
@@ -105,7 +120,7 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
             continue
         if name == "command" and any(x.text in ("-v", "-V") for x in words[i + 1 : i + 2]):
             break
-        if name in ("su", "script"):
+        if name in ("su", "script", "sg") or (name == "runuser" and any(x.text in ("-c", "--command") for x in words)):
             cmd.wrappers.append(name)
             payload = option_value(words[i + 1 :], ("-c", "--command"))
             if payload is not None:
@@ -126,7 +141,7 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
             if a == "--":
                 j += 1
                 break
-            if name == "env" and "=" in a and not a.startswith("-"):
+            if name in ("env", "cross-env") and "=" in a and not a.startswith("-"):
                 key, _, value = a.partition("=")
                 w_value = words[j]
                 cmd.env[key] = Word(value, w_value.mask[len(key) + 1 :], w_value.dynamic, w_value.sources)
@@ -204,6 +219,8 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
         cmd.implied = "env"  # `env` alone prints the environment
     program = cmd.resolved = cmd.resolved or cmd.program
     args = words[i + 1 :] if i < len(words) else []
+    if not program and i < len(words) and words[i].dynamic and (script := shell_payload(args)) is not None:
+        out += walker.payload(cmd, script, src, st, depth)  # `${SHELL:-sh} -c '...'`: read as a shell's
     if program in SHELLS:
         script = shell_payload(args)
         if script is not None:
@@ -248,12 +265,20 @@ def resolve(walker: Walker, cmd: Command, src: bytes, st: State, depth: int) -> 
         out += runs.git_runs(walker, cmd, args, src, st, depth)
     elif program == "find":
         out += runs.find_exec(walker, cmd, args, src, st, depth)
+    elif program in runs.CONTAINER_ENGINES:
+        runs.container(cmd, args)
     elif (language := codemod.language_of(program)) is not None:
         inline = inline_code(language, args)
         if inline is not None:
             out += walker.run_code(cmd, language, inline, src, st, depth)
     if program in _RUNS:
         out += runs.runs(walker, cmd, program, args, src, st, depth)
+    if program in _CODE:
+        out += runs.code(walker, cmd, program, args, src, st, depth)
+    if program in runs.PROJECT_TOOLS and st.scripts:
+        out += runs.project_config(walker, cmd, program, args, src, st, depth)
+    if program in runs.SSH_LIKE:
+        out += runs.ssh_options(walker, cmd, args, src, st, depth)
     fact.build(cmd)
     walker.commands.append(cmd)
     walker.finish_code(cmd, src, depth)
