@@ -187,7 +187,11 @@ def decision_log(path: Path) -> dict[str, dict[str, str | None]]:
 
 
 def request(behaviour: str) -> dict[str, Any]:
-    n = next(_ids)
+    return intercept(f"fault:{behaviour}", CAPS, next(_ids))
+
+
+def intercept(command: str, caps: dict[str, Any], n: int) -> dict[str, Any]:
+    """A ``tool.before`` intercept of the shell ``command`` (event and request id ``soak-<n>``)."""
     event = {
         "id": f"soak-{n}",
         "source": "urn:example:soak",
@@ -197,9 +201,9 @@ def request(behaviour: str) -> dict[str, Any]:
         "session": {"id": "s", "cwd": "/w", "workspaceRoots": ["/w"]},
         "call": {"id": f"call-{n}"},
         "path": "native",
-        "tool": {"name": "shell", "origin": "native", "input": {"command": f"fault:{behaviour}"}},
+        "tool": {"name": "shell", "origin": "native", "input": {"command": command}},
     }
-    params = {"protocolVersion": "draft", "event": event, "capabilities": CAPS}
+    params = {"protocolVersion": "draft", "event": event, "capabilities": caps}
     return {"jsonrpc": "2.0", "id": event["id"], "method": "hooks/intercept", "params": params}
 
 

@@ -39,7 +39,7 @@ import yaml
 from aiohttp import web
 
 from bench.procs import Processes, free_port, proc_memory_kb
-from bench.soak import flat, scrape
+from bench.soak import flat, intercept, scrape
 
 GATEWAY = "org.example.gateway"
 GUARD = "org.example.shared-guard"
@@ -117,20 +117,7 @@ def config(own_url: str, starts: Path, port: int, admin: int) -> dict[str, Any]:
 
 
 def message(command: str, effects: list[str]) -> dict[str, Any]:
-    n = random.getrandbits(48)
-    event = {
-        "id": f"soak-{n}",
-        "source": "urn:example:soak",
-        "type": "tool.before",
-        "time": "2026-11-30T10:00:00Z",
-        "harness": {"name": "soak", "version": "1.0"},
-        "session": {"id": "s", "cwd": "/w", "workspaceRoots": ["/w"]},
-        "call": {"id": f"call-{n}"},
-        "path": "native",
-        "tool": {"name": "shell", "origin": "native", "input": {"command": command}},
-    }
-    params = {"protocolVersion": "draft", "event": event, "capabilities": {"effects": effects}}
-    return {"jsonrpc": "2.0", "id": event["id"], "method": "hooks/intercept", "params": params}
+    return intercept(command, {"effects": effects}, random.getrandbits(48))
 
 
 def _pids(path: Path) -> list[int]:
