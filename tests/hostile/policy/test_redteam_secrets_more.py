@@ -276,8 +276,6 @@ def _id(case: tuple[str, str, dict[str, Any]]) -> str:
 KNOWN_MISSES = {
     # code that prints a secret variable cannot be told from code that uses it
     "python3 -c \"import os; print(os.environ['OPENAI_API_KEY'])\"",
-    # a decoder in a pipeline writing a file: the pipeline's later elements keep no file state
-    "echo cm0gLXJmIH4K | base64 -d > /tmp/x; . /tmp/x",
 }
 KNOWN_MISSING_TOOLS: set[str] = set()
 

@@ -520,3 +520,18 @@ def test_a_value_split_into_many_nodes_is_assigned_whole(assignment: str) -> Non
     )
     assert out.stdout.decode().split("\0")[:-1] == ["main"]
     assert one(f"{assignment}; git push -f origin $B")["operands"] == ["origin", "main"]
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_a_redirect_after_a_pipeline_is_its_last_commands(tmp_path) -> None:
+    """tree-sitter-bash puts ``> f`` of ``a | b > f`` on the whole pipeline; bash gives it to ``b``
+    alone. Giving it to every element made ``a`` a writer of ``f`` and lost what ``b`` wrote, so
+    ``printf … | base64 -d > f; sh f`` ran the printed text, not the decoded one."""
+    out = tmp_path / "out"
+    subprocess.run([BASH, "--norc", "--noprofile", "-c", f"printf 'a\\nb\\n' | grep b > {out}"], check=True)
+    assert out.read_text() == "b\n"  # what bash does: grep's output, not printf's
+    cmds = parse_command("cat x | grep y > out", "/w", "/home/u")[0]
+    assert [(c["program"], c["writes"]) for c in cmds] == [("cat", []), ("grep", ["/w/out"])]
+    assert not [e for e in cmds[0]["effects"] if e["kind"] == "write"]
+    decoded = parse_command("printf 'cm0gLXJmIH4K' | base64 -d > /tmp/f; sh /tmp/f", "/w", "/home/u")[0]
+    assert [e["source"] for c in decoded for e in c["effects"] if e["kind"] == "exec"] == ["decoded"]

@@ -147,18 +147,11 @@ class Walker:
                 return found
             if body is not None and body.type == "command":
                 return self.command(body, src, st, depth, ctx, redirs)
+            if body is not None and body.type == "pipeline":
+                # `a | b > f`: the grammar puts the redirect on the pipeline, bash on its last command
+                return self.pipe(pipe_nodes(body), src, st, depth, ctx, last_redirs=redirs)
             inner = self.node(body, src, st, depth, ctx) if body is not None else []
-            extra = Command([], st, depth, ctx)
-            self.redirections(redirs, src, st, depth, extra)
-            reads = [r["path"] for r in extra.redirects if r.get("path") and r["op"] in ("<", "<>")]
-            for c in inner:  # `while read l; do ...; done < .env`: every command of the body sees it
-                c.redirects += extra.redirects
-                c.code_from += extra.code_from
-                c.stdin_from = unique([*c.stdin_from, *extra.stdin_from])
-                if c.fact:
-                    c.fact["paths"] = unique([*c.fact["paths"], *reads])
-                    self.finish_code(c, src, depth)
-            return inner
+            return self.redirect_all(inner, redirs, src, st, depth, ctx)
         if t == "pipeline":
             return self.pipeline(n, src, st, depth, ctx)
         if t == "variable_assignment":
@@ -232,6 +225,23 @@ class Walker:
     def pipeline(self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str) -> list[Command]:
         return self.pipe(n.named_children, src, st, depth, ctx)
 
+    def redirect_all(
+        self, inner: list[Command], redirs: list[tree_sitter.Node], src: bytes, st: State, depth: int, ctx: str
+    ) -> list[Command]:
+        """``redirs`` of a compound command apply to every command in it (``while read l; do ...;
+        done < .env``: every command of the body sees it)."""
+        extra = Command([], st, depth, ctx)
+        self.redirections(redirs, src, st, depth, extra)
+        reads = [r["path"] for r in extra.redirects if r.get("path") and r["op"] in ("<", "<>")]
+        for c in inner:
+            c.redirects += extra.redirects
+            c.code_from += extra.code_from
+            c.stdin_from = unique([*c.stdin_from, *extra.stdin_from])
+            if c.fact:
+                c.fact["paths"] = unique([*c.fact["paths"], *reads])
+                self.finish_code(c, src, depth)
+        return inner
+
     def pipe(
         self,
         nodes: list[tree_sitter.Node],
@@ -240,11 +250,22 @@ class Walker:
         depth: int,
         ctx: str,
         first: list[Command] | None = None,
+        last_redirs: list[tree_sitter.Node] | None = None,
     ) -> list[Command]:
+        """A pipeline's elements; ``last_redirs``: the redirects of its last command."""
         elements: list[list[Command]] = [first] if first is not None else []
-        for c in nodes:
+        for k, c in enumerate(nodes):
             self.feed = fed_text(elements[-1][0]) if elements and len(elements[-1]) == 1 else None
-            elements.append(self.node(c, src, st.copy() if elements else st, depth, ctx))
+            here = st.copy() if elements else st
+            if last_redirs and k == len(nodes) - 1:
+                if c.type == "command":
+                    elements.append(self.command(c, src, here, depth, ctx, list(last_redirs)))
+                else:
+                    elements.append(
+                        self.redirect_all(self.node(c, src, here, depth, ctx), last_redirs, src, here, depth, ctx)
+                    )
+            else:
+                elements.append(self.node(c, src, here, depth, ctx))
             self.feed = None
         out: list[Command] = []
         for i, element in enumerate(elements):
