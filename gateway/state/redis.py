@@ -14,7 +14,6 @@ disagree still share one bucket.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -25,11 +24,12 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from gateway import tasks
 from gateway.config.models import RedisState
 from gateway.state import Script, StateUnavailable
+from gateway.state.resp import Lane, ReplyError, encode
 
 log = logging.getLogger("ahp_gateway")
 BACKOFF = 0.5
@@ -56,19 +56,15 @@ def _settled(waiter: _Waiter) -> bool:
     return waiter.future is None or waiter.future.done()
 
 
-async def _exchange(conn: Any, script: Script, waiters: list[_Waiter]) -> list[Any]:
+async def _exchange(lane: Lane, script: Script, waiters: list[_Waiter]) -> list[Any]:
     """Send every waiter's EVALSHA at once (each script is atomic alone: no transaction), then
     read the replies in order; an error reply is that waiter's result."""
     sha = script.sha_bytes
-    commands = [(b"EVALSHA", sha, len(w.keys), *w.keys, *w.args) for w in waiters]
-    await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-    results: list[Any] = []
-    for _ in waiters:
-        try:
-            results.append(await conn.read_response())
-        except ResponseError as exc:
-            results.append(exc)
-    return results
+    return await lane.exchange([encode(b"EVALSHA", sha, len(w.keys), *w.keys, *w.args) for w in waiters])
+
+
+def _no_script(reply: Any) -> bool:
+    return isinstance(reply, ReplyError) and str(reply).startswith("NOSCRIPT")
 
 
 def password_of(cfg: RedisState, base: Path) -> str | None:
@@ -110,6 +106,7 @@ class RedisStore:
         if ca is not None:
             options["ssl_ca_certs"] = ca
         self.client: Any = aioredis.Redis.from_url(cfg.url, **options)
+        self._lane_args = (cfg.url, cfg.username, options["password"], ca)
         self._down_until = 0.0
         self.last_error: str | None = None
         """Why the last operation failed (None: it succeeded); what ``/readyz`` shows."""
@@ -119,9 +116,10 @@ class RedisStore:
         """Per operation: calls waiting for the next pipelined round trip (:meth:`batched`)."""
         self._sending: set[str] = set()
         """Operations with a round trip in flight."""
-        self._lanes: dict[str, Any] = {}
-        """Per batched operation, its own connection (one round trip in flight at a time needs no
-        pool: taking a pooled connection per call costs a third of the client's work)."""
+        self._lanes: dict[str, Lane] = {}
+        """Per batched operation, its own connection (:class:`gateway.state.resp.Lane`: one round
+        trip in flight at a time needs no pool, and RESP written by hand and read by hiredis costs a
+        third of redis-py's connection per command)."""
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -248,26 +246,26 @@ class RedisStore:
         """One EVALSHA per waiter, pipelined on the operation's own connection; a server that lost
         the script (a restart) gets it loaded and the missing ones sent again. Any failure or
         cancellation drops the connection (replies may still be on their way)."""
-        conn = self._lanes.get(op)
-        if conn is None:
-            conn = self._lanes[op] = self.client.connection_pool.make_connection()
+        lane = self._lanes.get(op)
         try:
-            results = await _exchange(conn, script, waiters)
-            missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+            if lane is None:
+                lane = self._lanes[op] = Lane(*self._lane_args)
+                await lane.open()
+            results = await _exchange(lane, script, waiters)
+            missing = [i for i, r in enumerate(results) if _no_script(r)]
             if missing:
-                await conn.send_command("SCRIPT", "LOAD", script.source)
-                await conn.read_response()
-                again = await _exchange(conn, script, [waiters[i] for i in missing])
+                await lane.exchange([encode(b"SCRIPT", b"LOAD", script.source)])
+                again = await _exchange(lane, script, [waiters[i] for i in missing])
                 for index, result in zip(missing, again, strict=True):
                     results[index] = result
         except BaseException:
             self._lanes.pop(op, None)
-            with contextlib.suppress(Exception):
-                await conn.disconnect(nowait=True)
+            if lane is not None:
+                lane.close()
             raise
         for result in results:
-            if isinstance(result, Exception):
-                raise result
+            if isinstance(result, ReplyError):
+                raise ResponseError(str(result))
         return results
 
     # ------------------------------------------------------------------ lifecycle
@@ -289,9 +287,8 @@ class RedisStore:
             self._probe.cancel()
             await asyncio.gather(self._probe, return_exceptions=True)
             self._probe = None
-        for conn in self._lanes.values():
-            with contextlib.suppress(Exception):
-                await conn.disconnect()
+        for lane in self._lanes.values():
+            lane.close()
         self._lanes.clear()
         try:
             await self.client.aclose()
