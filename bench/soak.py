@@ -423,6 +423,11 @@ class Soak:
             await asyncio.sleep(0.05)
 
 
+def series(values: list[int]) -> dict[str, Any]:
+    """A sampled series as the summaries report it: the first sample, the largest, the last."""
+    return {"first": values[:1], "max": max(values, default=0), "last": values[-1:]}
+
+
 def flat(series: list[int], slack: float) -> bool:
     """After warm-up (the first third), the last third's median stays within ``slack`` of the
     middle third's median: no growth that continues with traffic."""
@@ -448,8 +453,8 @@ def summary(tally: Tally) -> dict[str, Any]:
         "reloads_ok": tally.reloads_ok,
         "reloads_rejected": tally.reloads_rejected,
         "errors": tally.reload_errors,
-        "rss_kb": {"first": tally.rss_kb[:1], "max": max(tally.rss_kb, default=0), "last": tally.rss_kb[-1:]},
-        "fds": {"first": tally.fds[:1], "max": max(tally.fds, default=0), "last": tally.fds[-1:]},
+        "rss_kb": series(tally.rss_kb),
+        "fds": series(tally.fds),
         "rss_flat": rss_ok,
         "fds_flat": fds_ok,
         "examples": tally.examples,

@@ -39,7 +39,7 @@ import yaml
 from aiohttp import web
 
 from bench.procs import Processes, free_port, proc_memory_kb
-from bench.soak import flat, intercept, scrape
+from bench.soak import flat, intercept, scrape, series
 
 GATEWAY = "org.example.gateway"
 GUARD = "org.example.shared-guard"
@@ -288,8 +288,8 @@ def summary(tally: Tally) -> dict[str, Any]:
         "children": tally.children,
         "leftovers": tally.leftovers,
         "errors": tally.errors,
-        "rss_kb": {"first": tally.rss_kb[:1], "max": max(tally.rss_kb, default=0), "last": tally.rss_kb[-1:]},
-        "fds": {"first": tally.fds[:1], "max": max(tally.fds, default=0), "last": tally.fds[-1:]},
+        "rss_kb": series(tally.rss_kb),
+        "fds": series(tally.fds),
         "rss_flat": rss_ok,
         "fds_flat": fds_ok,
         "examples": tally.examples,

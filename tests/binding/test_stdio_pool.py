@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from tests.support.client import post, wait_for
 from tests.support.config import gateway_config
 from tests.support.events import intercept, tool_before
 from tests.support.paths import ROOT
+from tests.support.processes import alive, pids
 
 SYNTHETIC = "org.example.gateway.upstream_unavailable"
 
@@ -56,18 +56,6 @@ def scripted(
             }
         ],
     }
-
-
-def pids(path: Path) -> list[int]:
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 # ------------------------------------------------------------------------------------------------

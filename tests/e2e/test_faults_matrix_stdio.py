@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import shlex
 import sys
 import time
@@ -27,6 +26,7 @@ from tests.support.client import post, wait_for
 from tests.support.config import gateway_config, hook
 from tests.support.events import intercept, result, tool_before
 from tests.support.paths import ROOT
+from tests.support.processes import alive, pids
 
 GATEWAY = "org.example.gateway"
 ADV = "org.example.stdio"
@@ -42,20 +42,6 @@ SLACK = 1.5
 FAULT = "FAULT-MARKER"
 PY = shlex.quote(sys.executable)
 FAILURE = {"hang": "timeout", "crash": "connect", "slow_start": "timeout"}
-
-
-def pids(path: Path) -> list[int]:
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie is dead: it only waits for its parent to reap it)."""
-    try:
-        os.kill(pid, 0)
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def backend(mode: str, launch: str, starts: Path, *, slow: float = 0.0) -> dict[str, Any]:

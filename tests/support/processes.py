@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 import urllib.request
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -29,3 +31,18 @@ def admin_ready(admin: int) -> int:
         return int(exc.code)
     except OSError:
         return 0
+
+
+def pids(path: Path) -> list[int]:
+    """The pids a test's wrapper script wrote to ``path``, one per line."""
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie is dead: it only waits for its parent to reap it)."""
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

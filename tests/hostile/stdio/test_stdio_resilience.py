@@ -4,7 +4,6 @@ grandchildren must not outlive a kill, slow starters, hot reloads and stderr flo
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import sys
 import time
@@ -19,23 +18,10 @@ from tests.support.client import post, wait_for
 from tests.support.config import gateway_config
 from tests.support.events import intercept, tool_before
 from tests.support.paths import ROOT
+from tests.support.processes import alive, pids
 
 SYNTHETIC = "org.example.gateway.upstream_unavailable"
 PY = shlex.quote(sys.executable)
-
-
-def pids(path: Path) -> list[int]:
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie is dead: it only waits for its parent to reap it)."""
-    try:
-        os.kill(pid, 0)
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wrapped(
