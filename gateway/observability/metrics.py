@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway import __version__
+from gateway.build import facts_build
 from gateway.observability import process
 from gateway.protocol.events import ALL_EVENTS_SET
 from gateway.protocol.methods import ALL_METHODS, OBSERVE
@@ -308,8 +309,8 @@ SPECS: tuple[Spec, ...] = (
         "build_info",
         "gauge",
         "ahp_gateway_build_info",
-        "Build information (value is always 1).",
-        ("version", "python"),
+        "Build information (value is always 1); facts: compiled (mypyc) or interpreted.",
+        ("version", "python", "facts"),
         "max",
     ),
     Spec(
@@ -519,7 +520,7 @@ class Metrics:
             for family in families:
                 setattr(self, family.spec.attr, family)
             self.registry.register(_Collector(families))
-        self.build_info.labels(__version__, platform.python_version()).set(1)
+        self.build_info.labels(__version__, platform.python_version(), facts_build()).set(1)
         self.reloads.labels("success")
         self.reloads.labels("failure")
         self.observe_drops.labels("queue_full")

@@ -89,7 +89,7 @@ def test_dockerignore_keeps_the_context_small() -> None:
     ]
     assert lines[0] == "*", "allow-list: ignore everything, then re-include"
     included = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    assert {"pyproject.toml", "gateway", "policies"} <= included
+    assert {"pyproject.toml", "setup.py", "gateway", "policies"} <= included
     assert not included & {"tests", "charts", ".git", ".venv", "bench", "grafana"}
 
 
@@ -238,6 +238,17 @@ def test_image_builds_and_runs(built_image: tuple[Buildah, str]) -> None:
             "command -v gcc cc || echo no-compiler",
         ).stdout.split()
         assert probe == ["65532", "no-wheels", "no-compiler"], probe
+        facts = buildah(
+            "run",
+            "--isolation",
+            "chroot",
+            container,
+            "--",
+            "python",
+            "-c",
+            "from gateway.build import facts_build; print(facts_build())",
+        ).stdout.strip()
+        assert facts == "compiled", "the image carries the policy facts compiled by mypyc (setup.py)"
     finally:
         subprocess.run([*buildah.prefix, "rm", container], capture_output=True, timeout=120, check=False)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -46,3 +48,26 @@ def alive(pid: int) -> bool:
     except (ProcessLookupError, FileNotFoundError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def run_group(
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` to completion in a process group of its own, the whole group killed on timeout
+    (a build's compiler children included)."""
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
