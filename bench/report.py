@@ -287,7 +287,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"{' @ ' + m['git_commit'][:12] if m.get('git_commit') else ''}{' (dirty tree)' if m.get('git_dirty') else ''}"
         f"{' · **the gateway sources changed during the run**' if m.get('code_fingerprint_end') not in (None, m.get('code_fingerprint_start')) else ''}",
         "",
-        f"Machine: {m['cpu_model']}, {m['cores']} cores · Python {m['python']} · kernel {m['kernel']} · "
+        f"Machine: {m['cpu_model']}, {m['cores']} cores · Python {m['python']} · facts {m.get('facts', 'interpreted')} · kernel {m['kernel']} · "
         f"aiohttp {m.get('aiohttp', '?')} · uvloop {m.get('uvloop', '–')} · {m.get('wrk', 'wrk ?')}",
         "",
         f"CPU placement: {result['settings']['placement']}",
@@ -512,7 +512,7 @@ def soak_markdown(result: dict[str, Any]) -> str:
         "",
         f"{result['started']} · scenario {result['scenario']} · {result['requests']:,} requests · concurrency {result['concurrency']}",
         "",
-        f"Machine: {m['cpu_model']}, {m['cores']} cores · Python {m['python']} · kernel {m['kernel']}",
+        f"Machine: {m['cpu_model']}, {m['cores']} cores · Python {m['python']} · facts {m.get('facts', 'interpreted')} · kernel {m['kernel']}",
         "",
         "| Requests | Elapsed (s) | req/s (segment) | RSS (MB) | Peak RSS (MB) | CPU s/1k req (segment) |",
         "|---:|---:|---:|---:|---:|---:|",

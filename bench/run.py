@@ -45,6 +45,7 @@ from bench.procs import (  # noqa: E402
 )
 from bench.scenarios import ALL, BY_KEY, REPO, Scenario, gateway_config  # noqa: E402
 from bench.wrk import find_wrk, lua_script, run_wrk  # noqa: E402
+from gateway.build import facts_build  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results"
 STARTUP_DEADLINE_S = 90.0
@@ -183,6 +184,7 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "system": platform.system(),
         "machine": platform.machine(),
+        "facts": facts_build(),
     }
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:

@@ -16,13 +16,13 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from bench.compiled import build
 from gateway.policy.facts import for_event
 from tests.support.paths import ROOT
 from tests.support.processes import run_group
@@ -72,26 +72,18 @@ def _event(n: int, case: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the sources with the facts compiled in place, as the wheel would carry them."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         message = "no C compiler (apt-get install gcc)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    src = tmp_path_factory.mktemp("compiled")
-    for name in ("setup.py", "pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy2(ROOT / name, src / name)
-    shutil.copytree(ROOT / "gateway", src / "gateway", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    env = {**os.environ, "AHP_GATEWAY_MYPYC": "1"}
-    proc = run_group(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=src, env=env, timeout=BUILD_TIMEOUT
-    )
-    assert proc.returncode == 0, (proc.stdout[-4000:] + proc.stderr[-4000:]).decode(errors="replace")
+    src = build(tmp_path_factory.mktemp("compiled"), timeout=BUILD_TIMEOUT)
     built = sorted(p.relative_to(src).as_posix() for p in (src / "gateway").rglob("*.so"))
     assert "gateway/policy/facts/shell/walker" in " ".join(built), built
     assert not any("programs" in b for b in built), "the program table's pydantic models stay interpreted"
-    yield src
+    return src
 
 
 def _compiled_facts(src: Path, events: list[dict[str, Any]]) -> list[Any]:
