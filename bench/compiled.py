@@ -1,12 +1,15 @@
 """The compiled build for the benchmarks: ``python -m bench.compiled`` compiles the policy facts
 with mypyc (``AHP_GATEWAY_MYPYC=1``, setup.py) in a copy of the sources under
-``.cache/compiled/<hash of the sources>/`` and prints that directory, so that
+``.cache/compiled/<hash of the sources>/`` and prints that directory;
+``python -m bench.compiled COMMAND...`` runs a command on that build (from that directory, with
+it and the checkout on ``PYTHONPATH``: the gateway from the copy, ``bench`` from the checkout):
 
-    PYTHONPATH=$(python -m bench.compiled) python -m bench.run --only S0n,S8
+    python -m bench.compiled python -m bench.run --only S0n,S8
+    python -m bench.compiled python -m bench.inprocess --mix --seed 1
 
-measures the gateway as the image ships it (every process the runner starts inherits the path;
-the report's machine line says ``facts compiled``). The checkout itself stays interpreted: a
-compiled module beside its source would shadow every later edit of it.
+measure the gateway as the image ships it (the report's machine line says ``facts compiled``).
+The checkout itself stays interpreted: a compiled module beside its source would shadow every
+later edit of it.
 """
 
 from __future__ import annotations
@@ -67,5 +70,16 @@ def cached(repo: Path = REPO) -> Path:
     return dest
 
 
+def main(argv: list[str]) -> None:
+    tree = cached()
+    if not argv:
+        print(tree)
+        return
+    path = os.pathsep.join(p for p in (str(tree), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    program = os.path.abspath(shutil.which(argv[0]) or argv[0])
+    os.chdir(tree)
+    os.execve(program, [program, *argv[1:]], {**os.environ, "PYTHONPATH": path})
+
+
 if __name__ == "__main__":
-    print(cached())
+    main(sys.argv[1:])
