@@ -1,7 +1,9 @@
-"""Build hook: with ``AHP_GATEWAY_MYPYC=1`` the policy facts (``gateway/policy/facts``, the shell
-walk that every tool call pays for) are compiled to C extensions with mypyc, which measured 1.6x
-faster on real tool calls (docs/design/performance.md, "Compiled facts"). Without it the package
-is pure Python and behaves the same. Everything else is in ``pyproject.toml``."""
+"""Build hook: with ``AHP_GATEWAY_MYPYC=1`` the code every new tool call runs through in the local
+policy backend (the policy facts: the shell walk, the program table's use, the effects; the rule
+index, the memo key, the CEL activation and programs) is compiled to C extensions with mypyc
+(docs/design/performance.md, "The compiled build"). Without it the package is pure Python and
+behaves the same; tests/deploy/test_compiled_facts.py holds the two to the same facts and answers.
+Everything else is in ``pyproject.toml``."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ from setuptools import setup
 
 FACTS = Path("gateway/policy/facts")
 INTERPRETED = {FACTS / "programs.py"}
-"""Modules left to the interpreter: the program table's pydantic models (mypyc cannot compile a
-pydantic model; the table is loaded once, at import)."""
+"""Left to the interpreter: the program table's pydantic models (mypyc cannot compile a pydantic
+model; the table is loaded once, at import)."""
+DECISION = ("gateway/policy/index.py", "gateway/policy/memo.py", "gateway/policy/backend.py")
+ROUTING = ("gateway/routing/context.py", "gateway/routing/cel.py")
 
 
 def compiled_modules() -> list[str]:
-    return sorted(str(p) for p in FACTS.rglob("*.py") if p not in INTERPRETED)
+    facts = [str(p) for p in FACTS.rglob("*.py") if p not in INTERPRETED]
+    return sorted([*facts, *DECISION, *ROUTING])
 
 
 def ext_modules() -> list[object]:

@@ -1,5 +1,6 @@
-"""The compiled build (``AHP_GATEWAY_MYPYC=1``, setup.py): the policy facts compiled by mypyc must
-derive exactly what the interpreted modules derive, on real traffic and on every policy case.
+"""The compiled build (``AHP_GATEWAY_MYPYC=1``, setup.py): the modules mypyc compiles (the policy
+facts, the rule index, the memo, the CEL activation and programs) must derive exactly the facts
+and give exactly the answers of the interpreted modules, on real traffic and on every policy case.
 
 mypyc checks declared types at run time, so a value the annotations do not allow (a ``None``
 where ``str`` is declared) raises in the compiled build where the interpreter would carry on:
@@ -12,6 +13,7 @@ set: then they fail.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -23,7 +25,10 @@ import orjson
 import pytest
 
 from bench.compiled import build
+from gateway.assemble import Assembly
+from gateway.config.load import load
 from gateway.policy.facts import for_event
+from gateway.telemetry import NullTelemetry
 from tests.support.paths import ROOT
 from tests.support.processes import run_group
 
@@ -31,16 +36,28 @@ pytestmark = [pytest.mark.deploy, pytest.mark.slow]
 
 DATA = ROOT.parent / "shared" / "realcmds"
 DEFAULT_ROOT = "/home/dev/proj"
+CAPABILITIES = {"effects": ["deny", "ask", "message"]}
 BUILD_TIMEOUT = 900
 """Seconds for mypyc and the C compiler (about 70 s on one idle core)."""
 
 WORKER = r"""
-import sys, orjson
+import asyncio, sys, orjson
 import gateway.policy.facts.shell.walker as walker
-from gateway.policy.facts import for_event
+from gateway.assemble import Assembly
 from gateway.build import facts_build
+from gateway.config.load import load
+from gateway.assemble import Assembly
+from gateway.config.load import load
+from gateway.policy.facts import for_event
+from gateway.telemetry import NullTelemetry
+from gateway.telemetry import NullTelemetry
 assert walker.__file__.endswith(".so") and facts_build() == "compiled", walker.__file__
-out = [for_event(e) for e in orjson.loads(sys.stdin.buffer.read())]
+bodies = orjson.loads(sys.stdin.buffer.read())
+gateway = Assembly(load(None), telemetry=NullTelemetry()).gateway
+async def answers():
+    return [(await gateway.handle(b.encode(), {})).answer.decode() for b in bodies]
+facts = [for_event(orjson.loads(b)["params"]["event"]) for b in bodies]
+out = {"facts": facts, "answers": asyncio.run(answers())}
 sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_SORT_KEYS))
 """
 
@@ -58,15 +75,21 @@ def _cases(name: str) -> list[dict[str, Any]]:
 
 
 def _event(n: int, case: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool.before`` event of one case, as Claude Code's adapter sends it."""
     session = case.get("session") or {}
     return {
         "id": f"evt-{n}",
+        "source": "urn:ahp:harness:claude-code:realcmds",
         "type": "tool.before",
+        "time": "2026-01-01T00:00:00Z",
+        "harness": {"name": "claude-code", "version": "2.0.0"},
         "session": {
-            "id": "s",
+            "id": "sess-realcmds",
             "cwd": session.get("cwd", DEFAULT_ROOT),
             "workspaceRoots": session.get("workspaceRoots", [DEFAULT_ROOT]),
         },
+        "call": {"id": f"call-{n}"},
+        "path": "main/tool",
         "tool": {"name": case["tool"], "origin": "native", "input": case["input"]},
     }
 
@@ -86,11 +109,37 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return src
 
 
-def _compiled_facts(src: Path, events: list[dict[str, Any]]) -> list[Any]:
+def _run_compiled(src: Path, bodies: list[str]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = run_group([sys.executable, "-c", WORKER], cwd=src, env=env, timeout=600, stdin=orjson.dumps(events))
+    proc = run_group([sys.executable, "-c", WORKER], cwd=src, env=env, timeout=600, stdin=orjson.dumps(bodies))
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
-    return list(orjson.loads(proc.stdout))
+    out = orjson.loads(proc.stdout)
+    assert isinstance(out, dict)
+    return out
+
+
+def _body(n: int, case: dict[str, Any]) -> str:
+    request = {
+        "jsonrpc": "2.0",
+        "id": f"evt-{n}",
+        "method": "hooks/intercept",
+        "params": {"protocolVersion": "draft", "event": _event(n, case), "capabilities": CAPABILITIES},
+    }
+    return json.dumps(request, ensure_ascii=False)
+
+
+def _answers(bodies: list[str]) -> list[str]:
+    gateway = Assembly(load(None), telemetry=NullTelemetry()).gateway
+
+    async def run() -> list[str]:
+        out = []
+        for body in bodies:
+            answer = (await gateway.handle(body.encode(), {})).answer
+            assert answer is not None
+            out.append(answer.decode())
+        return out
+
+    return asyncio.run(run())
 
 
 def test_the_checkout_reports_interpreted_facts() -> None:
@@ -101,16 +150,27 @@ def test_the_checkout_reports_interpreted_facts() -> None:
 
 
 @pytest.mark.parametrize("name", ["corpus.json", "dangerous.json"])
-def test_compiled_facts_equal_the_interpreted_ones_on_real_calls(compiled: Path, name: str) -> None:
-    events = [_event(n, c) for n, c in enumerate(_cases(name))]
-    want = [orjson.loads(orjson.dumps(for_event(e), option=orjson.OPT_SORT_KEYS)) for e in events]
-    got = _compiled_facts(compiled, events)
-    differ = [n for n, (a, b) in enumerate(zip(want, got, strict=True)) if a != b]
-    assert not differ, f"{len(differ)} calls differ, first: {events[differ[0]]['tool']}"
+def test_the_compiled_build_derives_the_same_facts_and_answers_on_real_calls(compiled: Path, name: str) -> None:
+    """Every real call as the default gateway answers it (the same request path as the HTTP front
+    end, minus the socket): the facts and the whole answer, byte for byte."""
+    bodies = [_body(n, c) for n, c in enumerate(_cases(name))]
+    got = _run_compiled(compiled, bodies)
+    facts = [
+        orjson.loads(orjson.dumps(for_event(json.loads(b)["params"]["event"]), option=orjson.OPT_SORT_KEYS))
+        for b in bodies
+    ]
+    differ = [n for n, (a, b) in enumerate(zip(facts, got["facts"], strict=True)) if a != b]
+    assert not differ, f"{len(differ)} calls have other facts, first: {bodies[differ[0]][:300]}"
+    answers = _answers(bodies)
+    differ = [n for n, (a, b) in enumerate(zip(answers, got["answers"], strict=True)) if a != b]
+    assert not differ, f"{len(differ)} calls have another answer, first: {bodies[differ[0]][:300]}"
+    assert all('"result"' in a for a in answers), "every call is decided, none refused"
+    if name == "dangerous.json":  # so the two builds do not merely agree on allowing everything
+        assert all('"deny"' in a or '"ask"' in a for a in answers)
 
 
 def test_the_policy_cases_pass_on_the_compiled_build(compiled: Path) -> None:
-    """``policy test`` of the bundled library, every case of every rule, with the compiled facts."""
+    """``policy test`` of the bundled library, every case of every rule, on the compiled build."""
     env = {**os.environ, "PYTHONPATH": str(compiled)}
     argv = [sys.executable, "-m", "gateway.cli", "policy", "test", str(ROOT / "policies")]
     proc = run_group(argv, cwd=compiled, env=env, timeout=600)
