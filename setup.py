@@ -33,7 +33,9 @@ def ext_modules() -> list[object]:
     # The project's own mypy settings (strict) stay for `mypy`; here the runtime dependencies may be
     # absent (an isolated wheel build), so they are typed Any: the compiled code is the same code.
     flags = ["--config-file=", "--ignore-missing-imports", "--python-version=3.11"]
-    return list(mypycify([*flags, *compiled_modules()], opt_level="3"))
+    # -O1: measured as fast as mypyc's default -O3 on the S8 mix (193 against 192-198 µs per
+    # decision in process), with 6 % fewer instructions and a quarter less build time
+    return list(mypycify([*flags, *compiled_modules()], opt_level="1"))
 
 
 setup(ext_modules=ext_modules())
