@@ -206,7 +206,5 @@ class Unparsed(Exception):
 
 
 def unique(items: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for i in items:
-        seen.setdefault(i, None)
-    return list(seen)
+    """``items`` without repeats, in the order each first appears."""
+    return list(dict.fromkeys(items))

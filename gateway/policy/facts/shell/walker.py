@@ -352,6 +352,9 @@ class Walker:
                         prefix = piece
                     else:
                         raw_words.append(piece)
+            if not join and prefix is None and len(group) == 1:
+                raw_words.append(self.word(group[0], src, local, depth))  # one node: its word as it is
+                continue
             word = raw_words[-1] if join else (prefix or Word())
             for part in group:
                 word.extend(self.word(part, src, local, depth))
@@ -397,6 +400,8 @@ class Walker:
                 Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers, output=word.output)
             ]
         fields = [f for t, m in expanded for f in field_split(t, m, ifs)]
+        if len(fields) == 1 and fields[0] == (word.text, word.mask):
+            return [word]  # nothing to expand or split (the usual word): itself, not a copy
         return [
             Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers, output=word.output)
             for t, m in fields
@@ -491,9 +496,9 @@ class Walker:
     def finish_code(self, cmd: Command, src: bytes, depth: int) -> None:
         """Programs whose output ``cmd`` runs as code, and a static stdin script parsed as one."""
         program = cmd.program
-        args = [w.text for w in cmd.words[cmd.start + 1 :]]
-        argw = cmd.words[cmd.start + 1 :]
         if is_interpreter(program) or program in ("source", "."):
+            argw = cmd.words[cmd.start + 1 :]
+            args = [w.text for w in argw]
             script_at = script_operand(program, args)
             if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
                 script_at = None
@@ -532,11 +537,11 @@ class Walker:
                     self.run_code(cmd, language, Word(text, "1" * len(text)), src, cmd.state, depth)
         elif cmd.start < len(cmd.words) and cmd.words[cmd.start].dynamic:
             cmd.code_from = unique([*cmd.code_from, *cmd.words[cmd.start].sources])  # `$(curl ...)` as a command
-        elif cmd.start < len(cmd.words):
+        elif cmd.start < len(cmd.words) and "/" in cmd.words[cmd.start].text:  # a program run by its path
             target = pathmod.normalize(cmd.words[cmd.start].text, cmd.state.cwd, cmd.state.home, shell=True)
-            if "/" in cmd.words[cmd.start].text and target in cmd.state.downloads:
+            if target in cmd.state.downloads:
                 cmd.code_from = unique([*cmd.code_from, cmd.state.downloads[target]])
-            if "/" in cmd.words[cmd.start].text and target in cmd.state.scripts:  # `chmod +x f && ./f`
+            if target in cmd.state.scripts:  # `chmod +x f && ./f`
                 self.run_script(cmd, cmd.state.scripts[target], src, depth)
 
         if program in ("at", "batch") and cmd.stdin_text is not None and not cmd.fact.get("_stdin_parsed"):
