@@ -65,7 +65,12 @@ _GIT_BASH = re.compile(r"^/([A-Za-z])(/|$)")
 
 def is_windows(path: str) -> bool:
     """``path`` (a cwd, home or root) is a Windows one: it starts with a drive letter."""
-    return _WINDOWS.match(path) is not None
+    return path[1:2] == ":" and _WINDOWS.match(path) is not None
+
+
+def _drive(path: str) -> bool:
+    """``path`` starts with a drive letter and a separator (``C:\\``, ``c:/``)."""
+    return path[1:2] == ":" and _DRIVE.match(path) is not None
 
 
 def drive_spelling(path: str) -> str:
@@ -93,7 +98,7 @@ def fold(path: str) -> str:
     absolute = path.startswith("/")
     parts = path.split("/")
     head: list[str] = []
-    if not absolute and parts and (parts[0] == "~" or _DRIVE.match(parts[0] + "/")):
+    if not absolute and parts and (parts[0] == "~" or _drive(parts[0] + "/")):
         head = [parts[0]]
         parts = parts[1:]
     out: list[str] = []
@@ -132,9 +137,9 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
     p = path.strip()
     if p == "":
         return ""
-    if p.lower().startswith("file://"):
+    if ":" in p and p.lower().startswith("file://"):
         p = p[7:]
-    if _DRIVE.match(p) or ("\\" in p and "/" not in p):
+    if _drive(p) or ("\\" in p and "/" not in p):
         p = p.replace("\\", "/")
     if not shell:
         for var in ("${HOME}", "$HOME"):
@@ -146,7 +151,7 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         user, _, rest = p[1:].partition("/")
         base = "/Users/" if home.startswith("/Users/") else "/home/"
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
-    if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
+    if not (p.startswith(("/", "~")) or _drive(p)) and cwd:
         p = cwd.rstrip("/") + "/" + p
     p = fold(p)
     if p.startswith("/") and (is_windows(cwd) or is_windows(home)):

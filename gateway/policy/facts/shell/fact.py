@@ -42,6 +42,15 @@ def _git_pathish(sub: str | None, words: list[Word]) -> list[Word]:
 
 
 _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
+_PATTERN_FIRST = frozenset({*_SPEC_ALIASES, "grep", "rg"})
+"""Search programs: their first operand is the pattern unless an option gives it (:data:`_PATTERN_GIVEN`)."""
+_PATTERN_GIVEN = frozenset({"-e", "-f", "--regexp", "--file"})
+_SUBCOMMANDS = frozenset(
+    {"gh", "docker", "kubectl", "npm", "cargo", "go", "aws", "gcloud", "az", "diskutil", "systemctl", "brew", "pip", "helm"}
+)
+"""Programs whose first word that is not an option is their subcommand."""
+_GIT_TEXT = frozenset({"grep", "log", "commit", "tag", "notes"})
+"""git subcommands whose arguments are text or patterns, never addresses."""
 
 
 def build(cmd: Command) -> None:
@@ -65,22 +74,7 @@ def build(cmd: Command) -> None:
                 sub, spec_args = expanded[0].text, [w.text for w in added] + spec_args
                 argw = [*argw[:offset], *added, *argw[offset:]]
                 args = [w.text for w in argw]
-    elif program in (
-        "gh",
-        "docker",
-        "kubectl",
-        "npm",
-        "cargo",
-        "go",
-        "aws",
-        "gcloud",
-        "az",
-        "diskutil",
-        "systemctl",
-        "brew",
-        "pip",
-        "helm",
-    ):
+    elif program in _SUBCOMMANDS:
         first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
         if first is not None:
             sub = args[first]
@@ -92,10 +86,9 @@ def build(cmd: Command) -> None:
     paths_raw: list[str] = []
     paths: list[str] = []
     globs: list[str] = []
-    extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []
-    if program in _SPEC_ALIASES or program in ("grep", "rg"):
+    if program in _PATTERN_FIRST:
         # the first operand of a search program is its pattern (unless -e/-f give one), never a file
-        given = {"-e", "-f", "--regexp", "--file"} & set(parsed.values)
+        given = not _PATTERN_GIVEN.isdisjoint(parsed.values)
         pathish = operand_words if given else operand_words[1:]
         values = {k: v for k, v in parsed.values.items() if k not in ("-e", "--regexp")}
     elif program == "git":
@@ -106,11 +99,12 @@ def build(cmd: Command) -> None:
     candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
     for w in argw if pathish is operand_words or program == "git" else []:
         t = w.text
-        if t.startswith("--") and "=" in t:
+        assigns = "=" in t
+        if assigns and t.startswith("--"):
             candidates.append((w, t.split("=", 1)[1]))
         if "@" in t:
             candidates.append((w, t.split("@", 1)[1]))
-        if "=" in t and not t.startswith("-"):
+        if assigns and not t.startswith("-"):
             candidates.append((w, t.split("=", 1)[1]))
     unresolved = [pathmod.static_dir(w.text[: w.fixed], st.cwd, st.home) for w in operand_words if w.dynamic]
     candidates += [
@@ -132,26 +126,31 @@ def build(cmd: Command) -> None:
         if norm and w.glob and text == w.text:
             pattern = pathmod.normalize(w.pattern(), st.cwd, st.home, shell=True)
             globs.append(pattern)
+            extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []  # the user's name
             paths += pathmod.glob_candidates(pattern, extra)
         if norm:
             paths_raw.append(norm)
             paths.append(norm)
-    for p in list(paths):  # the original of a copy made earlier (also inside a copied directory)
+    for p in list(paths) if st.aliases else []:  # the original of a copy made earlier (also in a copied directory)
         for dst, origins in st.aliases.items():
             if p == dst or p.startswith(dst.rstrip("/") + "/"):
                 paths += [o + p[len(dst.rstrip("/")) :] if p != dst else o for o in origins]
     hosts: list[str] = []
-    if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
-        bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
+    if program not in SEARCHERS and not (program == "git" and sub in _GIT_TEXT):
+        network = program in NETWORK
+        interpreter = program in INTERPRETERS
+        # the words a network program may take as an address: its operands and URL options' values
+        bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS} if network else set()
         for w in argw:
-            if program in NETWORK and w.text in bare and (_URL_WORD.match(w.text) or not _SPACE.search(w.text)):
-                found = hostmod.of_argument(w.text)  # an address operand (not a text: gh issue create "...")
-            elif "://" in w.text and (program in INTERPRETERS or _URL_WORD.match(w.text)):
-                found = hostmod.in_text(w.text)  # code, or a word that is a URL (--url=..., URL=...)
+            t = w.text
+            if network and t in bare and (_URL_WORD.match(t) or not _SPACE.search(t)):
+                found = hostmod.of_argument(t)  # an address operand (not a text: gh issue create "...")
+            elif "://" in t and (interpreter or _URL_WORD.match(t)):
+                found = hostmod.in_text(t)  # code, or a word that is a URL (--url=..., URL=...)
             else:
                 found = []  # a URL inside text (a sed script, an issue title) is not an access
-            if program == "curl" and not found and "{" in w.text:
-                variants = brace_expand(w.text, "0" * len(w.text)) or []
+            if program == "curl" and not found and "{" in t:
+                variants = brace_expand(t, "0" * len(t)) or []
                 found = [h for text, _ in variants for h in hostmod.of_argument(text)]
             hosts += found
     inputs = [s for w in argw for s in w.sources]
@@ -163,7 +162,7 @@ def build(cmd: Command) -> None:
         "options": unique(parsed.options),
         "operands": operands,
         "wrappers": cmd.wrappers,
-        "privileged": any(w in PRIVILEGE for w in cmd.wrappers),
+        "privileged": not PRIVILEGE.isdisjoint(cmd.wrappers),
         "dynamic": cmd.dynamic or any(w.dynamic for w in words),
         "globs": globs,
         "unresolved": unresolved,
