@@ -73,7 +73,7 @@ def _windows_dir(path: str) -> str:
 
 
 def _absolute(path: str) -> bool:
-    return path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path) is not None
+    return path.startswith("/") or pathmod.has_drive(path)
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
         pathmod.normalize(_str(r)) for r in session.get("workspaceRoots") or [] if isinstance(r, str) and r.strip()
     ]
     roots = [r for r in roots if r]
-    given = [inp.get(k) for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS)]
+    given = [inp[k] for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS) if k in inp]
     dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c)))
     session_cwd = _str(session.get("cwd"))
     cwd = pathmod.normalize(session_cwd) if _absolute(session_cwd) else ""

@@ -68,7 +68,7 @@ def is_windows(path: str) -> bool:
     return path[1:2] == ":" and _WINDOWS.match(path) is not None
 
 
-def _drive(path: str) -> bool:
+def has_drive(path: str) -> bool:
     """``path`` starts with a drive letter and a separator (``C:\\``, ``c:/``)."""
     return path[1:2] == ":" and _DRIVE.match(path) is not None
 
@@ -98,7 +98,7 @@ def fold(path: str) -> str:
     absolute = path.startswith("/")
     parts = path.split("/")
     head: list[str] = []
-    if not absolute and parts and (parts[0] == "~" or _drive(parts[0] + "/")):
+    if not absolute and parts and (parts[0] == "~" or has_drive(parts[0] + "/")):
         head = [parts[0]]
         parts = parts[1:]
     out: list[str] = []
@@ -139,7 +139,7 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         return ""
     if ":" in p and p.lower().startswith("file://"):
         p = p[7:]
-    if _drive(p) or ("\\" in p and "/" not in p):
+    if has_drive(p) or ("\\" in p and "/" not in p):
         p = p.replace("\\", "/")
     if not shell:
         for var in ("${HOME}", "$HOME"):
@@ -151,7 +151,7 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         user, _, rest = p[1:].partition("/")
         base = "/Users/" if home.startswith("/Users/") else "/home/"
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
-    if not (p.startswith(("/", "~")) or _drive(p)) and cwd:
+    if not (p.startswith(("/", "~")) or has_drive(p)) and cwd:
         p = cwd.rstrip("/") + "/" + p
     p = fold(p)
     if p.startswith("/") and (is_windows(cwd) or is_windows(home)):

@@ -64,6 +64,10 @@ def short_name(name: str) -> str:
     return n
 
 
+_MCP_NAME = re.compile(r"^mcp__[^_].*__.")
+"""Claude Code's name of an MCP tool: ``mcp__<server>__<tool>``."""
+
+
 def server_of(tool: dict[str, Any]) -> str:
     """The MCP server id, lower-cased; ``(unknown)`` for an MCP tool without one; '' otherwise."""
     name = tool.get("name") if isinstance(tool.get("name"), str) else ""
@@ -72,7 +76,7 @@ def server_of(tool: dict[str, Any]) -> str:
         server = mcp.get("server") if isinstance(mcp, dict) else None
         ident = server.get("id") if isinstance(server, dict) else None
         return ident.lower() if isinstance(ident, str) and ident.strip() else "(unknown)"
-    if isinstance(name, str) and re.match(r"^mcp__[^_].*__.", name):
+    if isinstance(name, str) and name.startswith("mcp__") and _MCP_NAME.match(name):
         return name.split("__")[1].lower()
     return ""
 
@@ -80,13 +84,11 @@ def server_of(tool: dict[str, Any]) -> str:
 def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
     lower = name.lower()
     short = short_name(name)
-    mcp = tool.get("origin") == "mcp" or lower.startswith(("mcp__", "mcp_"))
-    candidates = (short, lower)
+    mcp_named = lower.startswith("mcp_")
+    mcp = tool.get("origin") == "mcp" or mcp_named
 
     def ending(names: frozenset[str]) -> bool:
-        return any(c in names for c in candidates) or (
-            lower.startswith("mcp_") and any(lower.endswith("_" + n) for n in names)
-        )
+        return short in names or lower in names or (mcp_named and any(lower.endswith("_" + n) for n in names))
 
     if short == "apply_patch" or patch_text(inp) is not None:
         return "patch"
@@ -212,14 +214,14 @@ def patch_files(text: str) -> list[tuple[str, str]]:
 def path_fields(inp: dict[str, Any]) -> list[str]:
     """The :data:`PATH_FIELDS` of ``inp`` that name a path, in order (the first of the tool's
     paths, :func:`tool_paths`)."""
-    return [key for key in PATH_FIELDS if isinstance(inp.get(key), str) and inp[key].strip()]
+    return [key for key in PATH_FIELDS if key in inp and isinstance(inp[key], str) and inp[key].strip()]
 
 
 def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[list[str], list[str], list[str]]:
     """(normalized paths, raw path strings, glob patterns) named by a tool input."""
     raws: list[str] = [inp[key] for key in path_fields(inp)]
     for key in LIST_FIELDS:
-        v = inp.get(key)
+        v = inp.get(key) if key in inp else None
         if isinstance(v, list):
             raws += [x for x in v if isinstance(x, str) and x]
     patch = patch_text(inp, loose=True) if kind == "patch" else None

@@ -45,9 +45,9 @@ _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", 
 _PATTERN_FIRST = frozenset({*_SPEC_ALIASES, "grep", "rg"})
 """Search programs: their first operand is the pattern unless an option gives it (:data:`_PATTERN_GIVEN`)."""
 _PATTERN_GIVEN = frozenset({"-e", "-f", "--regexp", "--file"})
-_SUBCOMMANDS = frozenset(
-    {"gh", "docker", "kubectl", "npm", "cargo", "go", "aws", "gcloud", "az", "diskutil", "systemctl", "brew", "pip", "helm"}
-)
+_SUBCOMMANDS = frozenset({
+    "gh", "docker", "kubectl", "npm", "cargo", "go", "aws", "gcloud", "az", "diskutil", "systemctl", "brew", "pip", "helm",
+})  # fmt: skip
 """Programs whose first word that is not an option is their subcommand."""
 _GIT_TEXT = frozenset({"grep", "log", "commit", "tag", "notes"})
 """git subcommands whose arguments are text or patterns, never addresses."""
@@ -140,7 +140,11 @@ def build(cmd: Command) -> None:
         network = program in NETWORK
         interpreter = program in INTERPRETERS
         # the words a network program may take as an address: its operands and URL options' values
-        bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS} if network else set()
+        bare = (
+            set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
+            if network
+            else set()
+        )
         for w in argw:
             t = w.text
             if network and t in bare and (_URL_WORD.match(t) or not _SPACE.search(t)):
