@@ -266,11 +266,12 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     out += _exec_effects(program, via, fact)
     if fact["privileged"]:
         out.append(effect("privilege", program, via))
-    known = {e["host"] for e in out if e["kind"] == "network"}
-    sending = any(o in _SEND_OPTIONS for o in fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
-    for host in fact["hosts"]:
-        if host not in known:
-            out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
+    if fact["hosts"]:  # the hosts its words name that no effect above reaches yet
+        known = {e["host"] for e in out if e["kind"] == "network"}
+        sending = not _SEND_OPTIONS.isdisjoint(fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
+        for host in fact["hosts"]:
+            if host not in known:
+                out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
     if program in _SAVED_BY:  # `curl -o ~/.bashrc URL`, `wget -O f URL`: the file it saves
         for key in _SAVED_BY[program]:
             out += [effect("write", program, via, path=pathmod.normalize(v, cwd, home, shell=True))

@@ -154,10 +154,17 @@ def parse(args: list[str], spec: Spec | None) -> Parsed:
     i = 0
     while i < len(args):
         a = args[i]
+        if a[:1] != "-" or a == "-":  # an operand (the usual word: tested first)
+            out.operands.append(i)
+            if spec is not None and spec.stop_at_operand:
+                out.operands += range(i + 1, len(args))
+                break
+            i += 1
+            continue
         if a == "--":
             out.operands += range(i + 1, len(args))
             break
-        if a.startswith("--") and len(a) > 2:
+        if a.startswith("--"):  # a long option (`--` alone ended the options above)
             name, eq, value = a[2:].partition("=")
             names = _long(name, spec)
             for n in names:
@@ -168,7 +175,7 @@ def parse(args: list[str], spec: Spec | None) -> Parsed:
             elif spec is not None and len(names) == 1 and n0 in spec.valued and i + 1 < len(args):
                 out.values.setdefault("--" + n0, []).append(args[i + 1])
                 i += 1
-        elif a.startswith("-") and len(a) > 1 and a != "-":
+        else:  # a cluster of short options
             body = a[1:]
             for j, ch in enumerate(body):
                 out.options.append("-" + ch)
@@ -180,10 +187,5 @@ def parse(args: list[str], spec: Spec | None) -> Parsed:
                         out.values.setdefault("-" + ch, []).append(args[i + 1])
                         i += 1
                     break
-        else:
-            out.operands.append(i)
-            if spec is not None and spec.stop_at_operand:
-                out.operands += range(i + 1, len(args))
-                break
         i += 1
     return out

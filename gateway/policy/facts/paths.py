@@ -177,8 +177,10 @@ def under(path: str, roots: Iterable[str]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1024)
 def _segment_regex(segment: str) -> re.Pattern[str] | None:
-    """A glob segment (backslash-escaped literals) as a regex; None when it has no glob."""
+    """A glob segment (backslash-escaped literals) as a regex; None when it has no glob. Pure, and
+    the same segments (``*``, ``*.py``) come back in every listing: a bounded cache."""
     out: list[str] = []
     glob = False
     i = 0
@@ -239,12 +241,19 @@ def _class_literal(m: re.Match[str]) -> str:
     return token[1] if len(token) == 3 and token[1] not in "!^" else ""  # [e] is e; *, ?, [a-z] are nothing
 
 
+@functools.lru_cache(maxsize=1024)
+def _vocabulary_matches(segment: str) -> tuple[str, ...]:
+    """The names of :data:`VOCABULARY` the glob ``segment`` matches, in vocabulary order (pure, and
+    the same segments come back: a bounded cache)."""
+    rx = _segment_regex(segment)
+    return tuple(v for v in VOCABULARY if rx is not None and rx.fullmatch(v))
+
+
 def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
     """Sensitive names the (normalized) glob ``pattern`` could match, as paths; at most
     :data:`MAX_CANDIDATES`. ``extra`` adds names to the vocabulary (e.g. the user's name)."""
     segments = pattern.split("/")
     combos = [""]
-    vocabulary = (*VOCABULARY, *extra)
     for index, segment in enumerate(segments):
         rx = _segment_regex(segment)
         if rx is None:
@@ -254,8 +263,8 @@ def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
             last = index == len(segments) - 1
             names = [
                 v
-                for v in vocabulary
-                if rx.fullmatch(v) and (dot or not v.startswith(".")) and (last or v in DIRECTORIES or v in extra)
+                for v in (*_vocabulary_matches(segment), *(e for e in extra if rx.fullmatch(e)))
+                if (dot or not v.startswith(".")) and (last or v in DIRECTORIES or v in extra)
             ]
             if not names:
                 return []

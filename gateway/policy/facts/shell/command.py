@@ -3,6 +3,7 @@ and the program sets the walk and the facts look programs up in."""
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -189,9 +190,11 @@ def is_interpreter(program: str) -> bool:
     return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
 
 
+@functools.lru_cache(maxsize=1024)
 def program_name(text: str) -> str:
     """``/usr/bin/Rm`` -> ``rm``; ``C:\\...\\curl.exe`` -> ``curl``; lower-cased because macOS and
-    Windows file systems are case-insensitive."""
+    Windows file systems are case-insensitive. Pure, and asked for the same few words (``git``,
+    ``cd``, ``python``) again and again: a bounded cache."""
     base = posixpath.basename(text.replace("\\", "/")).lower()
     for suffix in (".exe", ".cmd", ".bat", ".com"):
         if base.endswith(suffix):

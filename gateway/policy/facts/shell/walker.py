@@ -272,9 +272,12 @@ class Walker:
             upstream = [cmd for e in elements[:i] for cmd in e]
             downstream = elements[i + 1] if i + 1 < len(elements) else []
             feeders = unique(p for u in upstream for p in (u.program, *u.fact.get("_inputs", [])) if p)
-            for cmd in element:
-                cmd.stdin_from = unique([*cmd.stdin_from, *feeders])
-                cmd.stdout_to = unique([*cmd.stdout_to, *(d.program for d in downstream if d.program)])
+            readers = [d.program for d in downstream if d.program]
+            for cmd in element:  # (both lists never repeat a program: nothing added, nothing changes)
+                if feeders:
+                    cmd.stdin_from = unique([*cmd.stdin_from, *feeders])
+                if readers:
+                    cmd.stdout_to = unique([*cmd.stdout_to, *readers])
                 if i > 0 and len(elements[i - 1]) == 1 and cmd.stdin_text is None:
                     cmd.stdin_text = fed_text(elements[i - 1][0])
             out += element
