@@ -48,6 +48,11 @@ KEYSTROKE_FIELDS = ("chars", "input", "text", "keys")
 PATH_FIELDS = ("file_path", "path", "filePath", "absolute_path", "target_file", "filename", "file", "notebook_path",
                "uri", "source", "destination", "dir_path", "directory", "target", "old_path", "new_path")  # fmt: skip
 LIST_FIELDS = ("paths", "file_paths", "filePaths", "files")
+_PATH_FIELD_NAMES = frozenset(PATH_FIELDS)
+_LIST_FIELD_NAMES = frozenset(LIST_FIELDS)
+_HOST_FIELDS = ("url", "uri", "href", "endpoint")
+_HOST_FIELD_NAMES = frozenset(_HOST_FIELDS)
+"""The fields as sets: an input without any of them (most) skips the loop over them."""
 GLOB_FIELDS = ("glob", "include", "pattern", "file_pattern", "includePattern")
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* (Move) to: (.+)$", re.M)
 PATCH_FIELDS = ("command", "input", "patch")
@@ -214,14 +219,16 @@ def patch_files(text: str) -> list[tuple[str, str]]:
 def path_fields(inp: dict[str, Any]) -> list[str]:
     """The :data:`PATH_FIELDS` of ``inp`` that name a path, in order (the first of the tool's
     paths, :func:`tool_paths`)."""
+    if _PATH_FIELD_NAMES.isdisjoint(inp):  # most inputs (a shell command) have none
+        return []
     return [key for key in PATH_FIELDS if key in inp and isinstance(inp[key], str) and inp[key].strip()]
 
 
 def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[list[str], list[str], list[str]]:
     """(normalized paths, raw path strings, glob patterns) named by a tool input."""
     raws: list[str] = [inp[key] for key in path_fields(inp)]
-    for key in LIST_FIELDS:
-        v = inp.get(key) if key in inp else None
+    for key in LIST_FIELDS if not _LIST_FIELD_NAMES.isdisjoint(inp) else ():
+        v = inp.get(key)
         if isinstance(v, list):
             raws += [x for x in v if isinstance(x, str) and x]
     patch = patch_text(inp, loose=True) if kind == "patch" else None
@@ -256,16 +263,15 @@ def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[lis
 
 def tool_hosts(kind: str, inp: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    for key in ("url", "uri", "href", "endpoint"):
+    for key in _HOST_FIELDS if not _HOST_FIELD_NAMES.isdisjoint(inp) else ():
         v = inp.get(key)
         if isinstance(v, str):
             out += hostmod.of_argument(v) if "://" not in v else hostmod.in_text(v)
-    for key in ("urls",):
-        v = inp.get(key)
-        if isinstance(v, list):
-            for x in v:
-                if isinstance(x, str):
-                    out += hostmod.in_text(x) or hostmod.of_argument(x)
+    v = inp.get("urls")
+    if isinstance(v, list):
+        for x in v:
+            if isinstance(x, str):
+                out += hostmod.in_text(x) or hostmod.of_argument(x)
     if kind == "fetch":
         for key in ("prompt", "query", "input"):
             v = inp.get(key)
