@@ -397,14 +397,14 @@ class Walker:
         given = st.vars.get("IFS") if st is not None else None
         if given is not None and not given.dynamic:
             ifs = given.text
+        if word.text and "{" not in word.text and set(ifs).isdisjoint(word.text):
+            return [word]  # nothing to expand or split (the usual word): itself, not a copy
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
             return [
                 Word(word.text, word.mask, True, word.sources, word.procsub, readers=word.readers, output=word.output)
             ]
         fields = [f for t, m in expanded for f in field_split(t, m, ifs)]
-        if len(fields) == 1 and fields[0] == (word.text, word.mask):
-            return [word]  # nothing to expand or split (the usual word): itself, not a copy
         return [
             Word(t, m, word.dynamic, word.sources, word.procsub, readers=word.readers, output=word.output)
             for t, m in fields
@@ -593,6 +593,8 @@ class Walker:
             for r in cmd.redirects
             if r.get("path") and r["op"] in (">", ">>", ">|", "&>", "&>>") and r["fd"] in ("", "1")
         ]
+        if not outs and program != "tee" and program not in DOWNLOADERS and program not in COPIERS:
+            return  # it writes no file
         if program in DOWNLOADERS:
             written = list(outs)
             values: dict[str, list[str]] = fact.get("_values", {})
