@@ -95,6 +95,14 @@ def fold(path: str) -> str:
     """``.``, ``..`` and ``//`` folded; ``..`` never climbs above the root (or a leading ``~``)."""
     if path == "":
         return ""
+    if (
+        path.startswith("/")
+        and "//" not in path
+        and "/./" not in path
+        and "/../" not in path
+        and not path.endswith(("/", "/.", "/.."))
+    ):
+        return path  # an absolute path without an empty, ``.`` or ``..`` segment: nothing to fold
     absolute = path.startswith("/")
     parts = path.split("/")
     head: list[str] = []
