@@ -112,7 +112,7 @@ def _link_effects(commands: list[Command]) -> None:
                         effectmod.effect("network", name, fact["wrappers"], host=h, direction="fetch") for h in hosts
                     ]
         listers = listers or name in _LISTERS
-        sockets = sockets or bool(fact["redirects"])
+        sockets = sockets or _opens_socket(c)
     printing = {c.fact["program"] for c in printers}
     dumps = {e["path"] for c in printers for e in c.fact["effects"] if e["kind"] == "write"}
     for c in printers:  # `env`, `export -p` with nothing between them and the agent: every token shown
@@ -178,6 +178,20 @@ def _prints_environment(fact: dict[str, Any]) -> bool:
     return bool(fact["options"]) and set(fact["options"]) <= allowed
 
 
+_SOCKET_PATHS = ("/dev/tcp/", "/dev/udp/")
+
+
+def _opens_socket(cmd: Command) -> bool:
+    """``cmd`` opens a socket a later redirection may use (:func:`_socket_descriptors`): only
+    then is the line scanned for them."""
+    if cmd.program == "ztcp":
+        return True
+    for r in cmd.fact["redirects"]:
+        if (r.get("path") or "").startswith(_SOCKET_PATHS):
+            return True
+    return False
+
+
 def _socket_descriptors(commands: list[Command]) -> None:
     """``exec 5<>/dev/tcp/h/p`` opens a socket on descriptor 5 for the rest of the line: a later
     ``<&5`` or ``>&5`` reads from or writes to the network."""
@@ -188,7 +202,7 @@ def _socket_descriptors(commands: list[Command]) -> None:
             sockets["$REPLY"] = effectmod.effect("network", "ztcp", [], host=host, direction="tunnel", path="/dev/tcp/")
         for r in cmd.fact["redirects"]:
             path = r.get("path") or ""
-            if path.startswith(("/dev/tcp/", "/dev/udp/")) and r["fd"].isdigit():
+            if path.startswith(_SOCKET_PATHS) and r["fd"].isdigit():
                 opened = next((e for e in cmd.fact["effects"] if e["kind"] == "network" and e["path"] == path), None)
                 if opened is not None:
                     sockets[r["fd"]] = opened

@@ -356,11 +356,11 @@ class Walker:
                     else:
                         raw_words.append(piece)
             if not join and prefix is None and len(group) == 1:
-                raw_words.append(self.word(group[0], src, local, depth))  # one node: its word as it is
+                raw_words.append(wordnodes.word(self, group[0], src, local, depth))  # one node: its word as it is
                 continue
             word = raw_words[-1] if join else (prefix or Word())
             for part in group:
-                word.extend(self.word(part, src, local, depth))
+                word.extend(wordnodes.word(self, part, src, local, depth))
             if not join:
                 raw_words.append(word)
             prefix, join = None, False
