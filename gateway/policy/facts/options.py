@@ -138,7 +138,7 @@ def _long(name: str, spec: Spec | None) -> list[str]:
     return hits or [name]
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     options: list[str] = field(default_factory=list)
     """Canonical options: ``--name`` for long ones, ``-x`` for each short one."""

@@ -61,6 +61,7 @@ _HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 _WINDOWS = re.compile(r"^[A-Za-z]:([\\/]|$)")
 _GIT_BASH = re.compile(r"^/([A-Za-z])(/|$)")
+_WINDOWS_HOME = re.compile(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)")
 
 
 def is_windows(path: str) -> bool:
@@ -86,7 +87,7 @@ def home_of(cwd: str, roots: Sequence[str]) -> str:
     for candidate in (cwd, *roots):
         if m := _HOME.match(candidate.replace("\\", "/")):
             return m.group(1)
-        if m := re.match(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)", candidate):
+        if candidate[1:2] == ":" and (m := _WINDOWS_HOME.match(candidate)):
             return fold(m.group(1).replace("\\", "/"))
     return "~"
 
@@ -229,16 +230,17 @@ def _segment_regex(segment: str) -> re.Pattern[str] | None:
 
 
 def _literal(segment: str) -> str:
-    return re.sub(r"\\(.)", r"\1", segment)
+    return re.sub(r"\\(.)", r"\1", segment) if "\\" in segment else segment
 
 
 _WILDCARD = re.compile(r"\*|\?|\[(?:[!^]?\]?[^\]]*)\]")
 
 
+@functools.lru_cache(maxsize=1024)
 def _names_a_file(segment: str) -> bool:
     """A glob segment that says which file it wants: it starts with a literal ``.`` (only dot
     files) or keeps at least two literal characters beside its wildcards (a one-character class
-    ``[e]`` is a literal)."""
+    ``[e]`` is a literal). Pure, and the same segments come back: a bounded cache."""
     if segment.startswith((".", "\\.")):
         return True
     return len(_literal(_WILDCARD.sub(_class_literal, segment))) >= 2

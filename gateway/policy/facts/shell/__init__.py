@@ -184,12 +184,7 @@ _SOCKET_PATHS = ("/dev/tcp/", "/dev/udp/")
 def _opens_socket(cmd: Command) -> bool:
     """``cmd`` opens a socket a later redirection may use (:func:`_socket_descriptors`): only
     then is the line scanned for them."""
-    if cmd.program == "ztcp":
-        return True
-    for r in cmd.fact["redirects"]:
-        if (r.get("path") or "").startswith(_SOCKET_PATHS):
-            return True
-    return False
+    return cmd.program == "ztcp" or any((r.get("path") or "").startswith(_SOCKET_PATHS) for r in cmd.fact["redirects"])
 
 
 def _socket_descriptors(commands: list[Command]) -> None:

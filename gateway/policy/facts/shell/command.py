@@ -101,7 +101,7 @@ COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
 PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
 
 
-@dataclass
+@dataclass(slots=True)
 class State:
     """What is statically known while walking a command line, left to right."""
 
@@ -139,7 +139,7 @@ class State:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Command:
     words: list[Word]
     state: State
