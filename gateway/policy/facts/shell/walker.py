@@ -213,10 +213,11 @@ class Walker:
     ) -> list[Command]:
         out: list[Command] = []
         for c in n.named_children:
-            if skip_words and c.type in ("word", "string", "raw_string", "concatenation", "variable_name"):
+            kind = c.type
+            if skip_words and kind in ("word", "string", "raw_string", "concatenation", "variable_name"):
                 self.word(c, src, st, depth)  # substitutions inside still run
                 continue
-            if c.type in ("command_substitution", "process_substitution", "string", "expansion", "simple_expansion"):
+            if kind in ("command_substitution", "process_substitution", "string", "expansion", "simple_expansion"):
                 self.word(c, src, st, depth)
                 continue
             out += self.node(c, src, st, depth, ctx)
@@ -321,20 +322,21 @@ class Walker:
                 if c.type == "$" and c.text != b"$":  # an escaped `\$` the grammar leaves anonymous
                     args.append(c)
                 continue
-            if last is not None and c.start_byte == end and not c.type.endswith("redirect"):
+            kind = c.type
+            if last is not None and c.start_byte == end and not kind.endswith("redirect"):
                 # tree-sitter-bash ends `B='m'\a'i'\n` after 'm' and splits the rest into more
                 # nodes: every touching one is still the value
                 self.assign(last, src, local, depth, ctx, tail=c)
                 end = c.end_byte
                 continue
             last = None
-            if c.type == "variable_assignment":
+            if kind == "variable_assignment":
                 self.assign(c, src, local, depth, ctx)
                 prefix_assign = True
                 last, end = c, c.end_byte
-            elif c.type.endswith("redirect"):
+            elif kind.endswith("redirect"):
                 redirs.append(c)
-            elif c.type == "command_name":
+            elif kind == "command_name":
                 args.extend(c.named_children or [c])
             else:
                 args.append(c)
