@@ -93,12 +93,12 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
     ]
     roots = [r for r in roots if r]
     given = [inp[k] for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS) if k in inp]
-    dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c)))
+    dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c))) if given else []
     session_cwd = _str(session.get("cwd"))
     cwd = pathmod.normalize(session_cwd) if _absolute(session_cwd) else ""
     # a Windows session (as the session shows it; the tool input's cwd only when it shows nothing):
     # one spelling of its paths, C:/..., also for Git Bash's /c/...
-    windows = any(pathmod.is_windows(p) for p in ((cwd, *roots) if cwd or roots else dirs))
+    windows = any(map(pathmod.is_windows, (cwd, *roots) if cwd or roots else dirs))
     if windows:
         roots = [pathmod.drive_spelling(r) for r in roots]
         dirs = list(dict.fromkeys(pathmod.drive_spelling(d) for d in dirs))

@@ -120,19 +120,22 @@ def build(cmd: Command) -> None:
         dests = operand_words[-1:] if copy_dest else operand_words
         writes += [pathmod.normalize(w.text, st.cwd, st.home, shell=True) for w in dests if not w.dynamic]
         candidates = [(w, t) for w, t in candidates if not any(w is d for d in dests)]
+    cwd, home = st.cwd, st.home
     for w, text in candidates:
         if w.dynamic or text == "":
             continue
-        text = text.lstrip("<") if text.startswith("<") else text
-        norm = pathmod.normalize(text, st.cwd, st.home, shell=True)
-        if norm and w.glob and text == w.text:
-            pattern = pathmod.normalize(w.pattern(), st.cwd, st.home, shell=True)
+        if text.startswith("<"):
+            text = text.lstrip("<")
+        norm = pathmod.normalize(text, cwd, home, shell=True)
+        if not norm:
+            continue
+        if text == w.text and w.glob:
+            pattern = pathmod.normalize(w.pattern(), cwd, home, shell=True)
             globs.append(pattern)
-            extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []  # the user's name
+            extra = [home.rsplit("/", 1)[-1]] if home.startswith("/") else []  # the user's name
             paths += pathmod.glob_candidates(pattern, extra)
-        if norm:
-            paths_raw.append(norm)
-            paths.append(norm)
+        paths_raw.append(norm)
+        paths.append(norm)
     for p in list(paths) if st.aliases else []:  # the original of a copy made earlier (also in a copied directory)
         for dst, origins in st.aliases.items():
             if p == dst or p.startswith(dst.rstrip("/") + "/"):

@@ -312,7 +312,9 @@ class Walker:
         self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, redirs: list[tree_sitter.Node]
     ) -> list[Command]:
         feed, self.feed = self.feed, None
-        local = st.copy()
+        # the state this command's own assignments (`X=1 cmd`, `${X:=v}`) go to; without a `=` in
+        # its text it makes none, and its words read the line's state as it is (no copy)
+        local = st.copy() if b"=" in src[n.start_byte : n.end_byte] else st
         args: list[tree_sitter.Node] = []
         prefix_assign = False
         last: tree_sitter.Node | None = None  # the assignment whose value may go on in the next node
