@@ -117,7 +117,8 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
         if text is not None and text.strip():
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
-            hosts += [h for command in commands for h in command["hosts"]]
+            for command in commands:
+                hosts += command["hosts"]
             if len(dirs) > 1 or _cwd_disagrees(inp, session_cwd, windows):
                 reasons = [*reasons, "ambiguous-cwd"]  # which directory the command runs in is unknown
     short = tools.short_name(name)

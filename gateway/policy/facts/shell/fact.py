@@ -96,7 +96,8 @@ def build(cmd: Command) -> None:
     else:
         pathish, values = operand_words, parsed.values
     candidates: list[tuple[Word, str]] = [(w, w.text) for w in pathish]
-    candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
+    for vs in values.values():  # (a loop, not a comprehension: most commands give no option a value)
+        candidates += [(Word(v, "1" * len(v)), v) for v in vs]
     for w in argw if pathish is operand_words or program == "git" else []:
         t = w.text
         assigns = "=" in t
@@ -162,7 +163,9 @@ def build(cmd: Command) -> None:
                 variants = brace_expand(t, "0" * len(t)) or []
                 found = [h for text, _ in variants for h in hostmod.of_argument(text)]
             hosts += found
-    inputs = [s for w in argw for s in w.sources]
+    inputs: list[str] = []
+    for w in argw:
+        inputs += w.sources
     cmd.fact = {
         "program": program,
         "argv": argv,
