@@ -54,6 +54,7 @@ _HOST_FIELDS = ("url", "uri", "href", "endpoint")
 _HOST_FIELD_NAMES = frozenset(_HOST_FIELDS)
 """The fields as sets: an input without any of them (most) skips the loop over them."""
 GLOB_FIELDS = ("glob", "include", "pattern", "file_pattern", "includePattern")
+_PATTERN_FIELD_NAMES = frozenset({*GLOB_FIELDS, *LIST_FIELDS})
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* (Move) to: (.+)$", re.M)
 PATCH_FIELDS = ("command", "input", "patch")
 _GLOB = re.compile(r"[*?\[]")
@@ -235,7 +236,7 @@ def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[lis
     if patch is not None:
         raws += [path for _, path in patch_files(patch)]
     globs: list[str] = []
-    if kind in ("search", "read", "list"):
+    if kind in ("search", "read", "list") and not _PATTERN_FIELD_NAMES.isdisjoint(inp):
         base = inp.get("path") if isinstance(inp.get("path"), str) else ""
         patterns: list[str] = []
         for key in GLOB_FIELDS:
