@@ -194,11 +194,12 @@ class _Tree:
         stack = [tree.root_node]
         while stack:
             n = stack.pop()
-            if n.type in ("assignment", "variable_declarator"):
+            kind = n.type
+            if kind in ("assignment", "variable_declarator"):
                 self.assign(n)
-            elif n.type in ("import_statement", "import_from_statement"):
+            elif kind in ("import_statement", "import_from_statement"):
                 self.alias(n)
-            if n.type in ("call", "call_expression", "new_expression"):
+            if kind in ("call", "call_expression", "new_expression"):
                 self.call(n)
             stack.extend(reversed(n.children))
 

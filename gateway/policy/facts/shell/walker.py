@@ -314,7 +314,8 @@ class Walker:
         feed, self.feed = self.feed, None
         # the state this command's own assignments (`X=1 cmd`, `${X:=v}`) go to; without a `=` in
         # its text it makes none, and its words read the line's state as it is (no copy)
-        local = st.copy() if b"=" in src[n.start_byte : n.end_byte] else st
+        source = src[n.start_byte : n.end_byte]
+        local = st.copy() if b"=" in source else st
         args: list[tree_sitter.Node] = []
         prefix_assign = False
         last: tree_sitter.Node | None = None  # the assignment whose value may go on in the next node
@@ -344,10 +345,11 @@ class Walker:
                 args.append(c)
         raw_words: list[Word] = []
         groups = adjacent(args, src)
+        escapes = b"\\" in source  # (the gaps between its words are inside its text)
         prefix: Word | None = None
         join = False
         for index, group in enumerate(groups):
-            if index > 0 and b"\\" in (gap := src[groups[index - 1][-1].end_byte : group[0].start_byte]):
+            if index > 0 and escapes and b"\\" in (gap := src[groups[index - 1][-1].end_byte : group[0].start_byte]):
                 # the grammar drops escaped blanks (`\ `) between words: put them back
                 for text, touches_prev, touches_next in gap_tokens(gap.decode("utf-8", "replace")):
                     piece = Word()
