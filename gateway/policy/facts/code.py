@@ -144,6 +144,8 @@ _SED_S_EXEC = re.compile(r"(?:^|[;\n{}]|[/\d$])\s*s(.)(?:(?!\1)[^\\]|\\.)*\1(?:(
 def _sed(text: str, found: Found) -> None:
     """GNU sed's ``e`` command runs a command (``1e rm -rf ~``), or the pattern space when it
     has none, as does the ``e`` flag of ``s///``: the input decides, so that is ``exec`` unknown."""
+    if "e" not in text:
+        return  # both need an `e` (most scripts, `1,20p`, have none)
     for m in _SED_E.finditer(text):
         command = (m.group(1) or "").strip()
         if command:
