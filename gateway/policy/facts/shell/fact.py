@@ -166,22 +166,23 @@ def build(cmd: Command) -> None:
     inputs: list[str] = []
     for w in argw:
         inputs += w.sources
+    # (the lists below are fresh: one of no item or one item has no repeat to drop)
     cmd.fact = {
         "program": program,
         "argv": argv,
         "args": args,
         "subcommand": sub,
-        "options": unique(parsed.options),
+        "options": unique(parsed.options) if len(parsed.options) > 1 else parsed.options,
         "operands": operands,
         "wrappers": cmd.wrappers,
         "privileged": not PRIVILEGE.isdisjoint(cmd.wrappers),
         "dynamic": cmd.dynamic or any(w.dynamic for w in words),
         "globs": globs,
         "unresolved": unresolved,
-        "paths": unique(paths),
-        "writes": unique(writes),
+        "paths": unique(paths) if len(paths) > 1 else paths,
+        "writes": unique(writes) if len(writes) > 1 else writes,
         "paths_raw": paths_raw,
-        "hosts": unique(hosts),
+        "hosts": unique(hosts) if len(hosts) > 1 else hosts,
         "cwd": st.cwd,
         "branch": st.branch,
         "redirects": cmd.redirects,
@@ -190,6 +191,6 @@ def build(cmd: Command) -> None:
         "code_from": cmd.code_from,
         "context": cmd.context,
         "depth": cmd.depth,
-        "_inputs": unique(inputs),
+        "_inputs": unique(inputs) if len(inputs) > 1 else inputs,
         "_values": parsed.values,
     }

@@ -52,6 +52,8 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
 _SPECIAL = re.compile(r"[^A-Za-z0-9 \t,._+:@%/=-]")
 """Any character outside this set may quote, expand, redirect or separate: the full parser runs."""
+_BLANKS = frozenset(" \t\n")
+"""The default ``IFS``."""
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\+)?=")
 
 
@@ -403,7 +405,7 @@ class Walker:
         given = st.vars.get("IFS") if st is not None else None
         if given is not None and not given.dynamic:
             ifs = given.text
-        if word.text and "{" not in word.text and set(ifs).isdisjoint(word.text):
+        if word.text and "{" not in word.text and (_BLANKS if ifs == " \t\n" else set(ifs)).isdisjoint(word.text):
             return [word]  # nothing to expand or split (the usual word): itself, not a copy
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
