@@ -196,10 +196,10 @@ def patch_text(inp: dict[str, Any], loose: bool = False) -> str | None:
     """The ``apply_patch`` text of a tool input (:data:`PATCH_FIELDS`), or None; ``loose`` (the
     tool is known to be ``apply_patch``) also takes a text without the ``*** Begin Patch`` line."""
     texts = [v for v in map(inp.get, PATCH_FIELDS) if isinstance(v, str)]
-    found = next((v for v in texts if v.lstrip().startswith("*** Begin Patch")), None)
-    if found is None and loose:
-        found = next((v for v in texts if v.startswith("*** ") or "\n*** " in v), None)
-    return found
+    for v in texts:
+        if v.lstrip().startswith("*** Begin Patch"):
+            return v
+    return next((v for v in texts if v.startswith("*** ") or "\n*** " in v), None) if loose else None
 
 
 def patch_files(text: str) -> list[tuple[str, str]]:
