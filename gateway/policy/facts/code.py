@@ -203,7 +203,8 @@ class _Tree:
                 self.alias(n)
             if kind in ("call", "call_expression", "new_expression"):
                 self.call(n)
-            stack.extend(reversed(n.children))
+            if n.child_count:  # (most nodes are leaves)
+                stack.extend(reversed(n.children))
 
     # ---- values ---------------------------------------------------------------------------
     def assign(self, n: tree_sitter.Node) -> None:
