@@ -424,14 +424,15 @@ class Walker:
             fd = ""
             target: Word | None = None
             for c in r.children:
-                if c.type == "file_descriptor":
+                kind = c.type
+                if kind == "file_descriptor":
                     fd = c.text.decode() if c.text else ""
-                elif c.type == "ERROR" and c.text in (b"<", b">"):  # tree-sitter-bash has no `<>`
+                elif kind == "ERROR" and c.text in (b"<", b">"):  # tree-sitter-bash has no `<>`
                     op += c.text.decode()
                 elif not c.is_named:
                     text = c.text.decode() if c.text else ""
                     op = op + text if op == "<" and text == ">" else (op or text)
-                elif c.type == "heredoc_body":
+                elif kind == "heredoc_body":
                     body = c.text.decode() if c.text else ""
                     quoted = any(
                         ch.type == "heredoc_start" and ch.text is not None and ch.text[:1] in (b"'", b'"', b"\\")
@@ -440,7 +441,7 @@ class Walker:
                     cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else heredoc_text(body, st)
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
-                elif r.type != "heredoc_redirect" and c.type not in ("heredoc_start", "heredoc_end") and target is None:
+                elif r.type != "heredoc_redirect" and kind not in ("heredoc_start", "heredoc_end") and target is None:
                     target = self.word(c, src, st, depth)
             if r.type == "herestring_redirect" and target is not None:
                 cmd.stdin_text = None if target.dynamic else target.text
