@@ -402,9 +402,8 @@ def _table_effects(
         operand_words = operand_words[at + len(spec.sub) :]
     if program in _PATTERN_FIRST and any(o in parsed.values for o in _PATTERN_OPTIONS):
         operand_words = [Word("", ""), *operand_words]  # the pattern came from an option
-    present = set(parsed.options) | set(args)
     recursive = spec.recursive == "always" or (
-        isinstance(spec.recursive, list) and any(r in present for r in spec.recursive)
+        isinstance(spec.recursive, list) and not ({*parsed.options, *args}).isdisjoint(spec.recursive)
     )
     out: list[Effect] = []
     for kind in ("read", "write", "delete"):
