@@ -151,7 +151,8 @@ def build(cmd: Command) -> None:
             if network
             else set()
         )
-        for w in argw:
+        # (for any other program only a word with `://` can name a host)
+        for w in argw if network or program == "curl" else [w for w in argw if "://" in w.text]:
             t = w.text
             if network and t in bare and (_URL_WORD.match(t) or not _SPACE.search(t)):
                 found = hostmod.of_argument(t)  # an address operand (not a text: gh issue create "...")
