@@ -107,7 +107,7 @@ def fold(path: str) -> str:
     absolute = path.startswith("/")
     parts = path.split("/")
     head: list[str] = []
-    if not absolute and parts and (parts[0] == "~" or has_drive(parts[0] + "/")):
+    if not absolute and parts and (parts[0] == "~" or (parts[0][1:2] == ":" and has_drive(parts[0] + "/"))):
         head = [parts[0]]
         parts = parts[1:]
     out: list[str] = []
@@ -148,7 +148,8 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         return ""
     if ":" in p and p.lower().startswith("file://"):
         p = p[7:]
-    if has_drive(p) or ("\\" in p and "/" not in p):
+    # (`p[1:2] == ":"` first: has_drive's own cheap test, without the call for the usual path)
+    if (p[1:2] == ":" and has_drive(p)) or ("\\" in p and "/" not in p):
         p = p.replace("\\", "/")
     if not shell:
         for var in ("${HOME}", "$HOME"):
@@ -160,7 +161,7 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         user, _, rest = p[1:].partition("/")
         base = "/Users/" if home.startswith("/Users/") else "/home/"
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
-    if not (p.startswith(("/", "~")) or has_drive(p)) and cwd:
+    if not (p.startswith(("/", "~")) or (p[1:2] == ":" and has_drive(p))) and cwd:
         p = cwd.rstrip("/") + "/" + p
     p = fold(p)
     if p.startswith("/") and (is_windows(cwd) or is_windows(home)):
