@@ -305,6 +305,8 @@ _INTO_DIR = frozenset({"cp", "mv", "install", "ln", "rsync", "scp", "ditto", "ta
 def with_persist(found: list[Effect]) -> list[Effect]:
     """``found`` plus a ``persist`` effect for each write to a place whose contents run later
     (a file of :data:`PERSIST_PATHS`, or into a directory of :data:`PERSIST_DIRS`)."""
+    if not found:
+        return found  # (most commands have no effect to look at)
     return found + [
         effect("persist", e["program"], e["via"], path=e["path"])
         for e in found
