@@ -234,15 +234,23 @@ def _at_marks(text: str) -> list[int]:
     return [k for k in (text.find("=@"), text.find("=<")) if k > 0][:1]
 
 
-def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost: bool = False) -> list[Effect]:
+def of_command(
+    fact: dict[str, Any],
+    argw: list[Word],
+    cwd: str,
+    home: str,
+    lost: bool = False,
+    parsed_as: tuple[opts.Spec | None, list[str], opts.Parsed] | None = None,
+) -> list[Effect]:
     """The effects of one simple command from its facts and argument words (``argv[1:]``);
-    ``lost`` as in :func:`of_path`."""
+    ``lost`` as in :func:`of_path`; ``parsed_as``: how the facts split the arguments already
+    (spec, arguments, result), reused by a row that splits them alike."""
     program: str = fact["program"]
     via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
     out: list[Effect] = []
     argw = _old_style(program, argw)
     args = [w.text for w in argw]
-    found = _row(program, fact, args) if program else None
+    found = _row(program, fact, args, parsed_as) if program else None
     if found is not None:
         out += _table_effects(found[0], found[1], program, via, fact, argw, args, cwd, home, lost)
     elif not program and fact["dynamic"] and _RECURSIVE & set(fact["options"]):
@@ -334,9 +342,14 @@ def row_of(fact: dict[str, Any]) -> programs.Row | None:
     return found[0] if found is not None else None
 
 
-def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.Row, opts.Parsed] | None:
+def _row(
+    program: str,
+    fact: dict[str, Any],
+    args: list[str],
+    parsed_as: tuple[opts.Spec | None, list[str], opts.Parsed] | None = None,
+) -> tuple[programs.Row, opts.Parsed] | None:
     """The program's first matching row (``sub``, ``when``, ``unless``) and the arguments parsed
-    with that row's option spec."""
+    with that row's option spec (``parsed_as``'s result when it split the same arguments alike)."""
     rows = programs.table().get(program)
     if not rows:
         return None
@@ -354,6 +367,13 @@ def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.
                 return row, opts.Parsed()
             continue
         parsed = parsed_by.get(id(row.parse_spec))
+        if (
+            parsed is None
+            and parsed_as is not None
+            and parsed_as[1] == args
+            and opts.parse_alike(parsed_as[0], row.parse_spec)
+        ):
+            parsed = parsed_by[id(row.parse_spec)] = parsed_as[2]
         if parsed is None:
             parsed = parsed_by[id(row.parse_spec)] = opts.parse(args, row.parse_spec)
         if spec.sub and not _contains([args[k].lower() for k in parsed.operands[: len(spec.sub) + 2]], spec.sub):

@@ -127,6 +127,16 @@ SPECS: dict[str, Spec] = {
 }  # fmt: skip
 
 
+def parse_alike(a: Spec | None, b: Spec | None) -> bool:
+    """Whether :func:`parse` splits any arguments alike with ``a`` and with ``b``: the same spec,
+    or two that name no option and give none a value (parsed as with no spec at all)."""
+    return a is b or (_plain(a) and _plain(b))
+
+
+def _plain(spec: Spec | None) -> bool:
+    return spec is None or (not spec.all_names and not spec.short_valued and not spec.stop_at_operand)
+
+
 def spec_for(program: str, subcommand: str = "") -> Spec | None:
     return SPECS.get(f"{program} {subcommand}" if subcommand else program)
 

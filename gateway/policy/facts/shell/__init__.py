@@ -69,7 +69,9 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
         walker.unparsed.append("syntax")
     for cmd in walker.commands:
         lost = cwd != "" and cmd.state.cwd == ""
-        found = effectmod.of_command(cmd.fact, cmd.words[cmd.start + 1 :], cmd.state.cwd, cmd.state.home, lost)
+        found = effectmod.of_command(
+            cmd.fact, cmd.words[cmd.start + 1 :], cmd.state.cwd, cmd.state.home, lost, cmd.parsed
+        )
         cmd.fact["effects"] = effectmod.with_persist(found + cmd.code_effects)
     _link_effects(walker.commands)
     facts = []

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.policy.facts.options import Parsed, Spec
 from gateway.policy.facts.words import (
     Word,
 )
@@ -174,6 +175,10 @@ class Command:
 
     resolved: str | None = None
     """``program``, once the wrappers are resolved."""
+
+    parsed: tuple[Spec | None, list[str], Parsed] | None = None
+    """How the fact split its arguments (spec, arguments, result): the program table's rows that
+    split them alike reuse it (:func:`gateway.policy.facts.effects.of_command`)."""
 
     @property
     def program(self) -> str:

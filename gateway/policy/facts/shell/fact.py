@@ -80,6 +80,7 @@ def build(cmd: Command) -> None:
             sub = args[first]
     spec = opts.spec_for(program, sub) if program == "git" else opts.spec_for(_SPEC_ALIASES.get(program, program))
     parsed = opts.parse(spec_args, spec)
+    cmd.parsed = (spec, spec_args, parsed)
     operands = [spec_args[k] for k in parsed.operands]
     operand_words = [argw[offset + k] for k in parsed.operands]
     st = cmd.state
