@@ -75,8 +75,8 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
         cmd.fact["effects"] = effectmod.with_persist(found + cmd.code_effects)
     _link_effects(walker.commands)
     facts = []
-    for cmd in walker.commands:
-        fact = dict(cmd.fact)
+    for cmd in walker.commands:  # each its own dict, done with: its working keys dropped in place
+        fact = cmd.fact
         fact.pop("_inputs", None)
         fact.pop("_values", None)
         fact.pop("_stdin_parsed", None)
