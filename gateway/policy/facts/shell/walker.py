@@ -115,6 +115,8 @@ class Walker:
             return []
         if t == "command":
             return self.command(n, src, st, depth, ctx, [])
+        if t == "program" or t == "list":  # (the usual containers, as the default below: their children)
+            return self.children(n, src, st, depth, ctx)
         if t == "redirected_statement":
             body = n.child_by_field_name("body")
             redirs = [c for c in n.children if c is not body and c.type.endswith("redirect")]
