@@ -114,7 +114,8 @@ def _link_effects(commands: list[Command]) -> None:
                         effectmod.effect("network", name, fact["wrappers"], host=h, direction="fetch") for h in hosts
                     ]
         listers = listers or name in _LISTERS
-        sockets = sockets or _opens_socket(c)
+        if not sockets and (name == "ztcp" or fact["redirects"]):
+            sockets = _opens_socket(c)
     printing = {c.fact["program"] for c in printers}
     dumps = {e["path"] for c in printers for e in c.fact["effects"] if e["kind"] == "write"}
     for c in printers:  # `env`, `export -p` with nothing between them and the agent: every token shown

@@ -396,7 +396,10 @@ class Walker:
             if reader.stdin_text is None:
                 reader.stdin_text = printed
             self.finish_code(reader, src, reader.depth - 1)
-        return out + [r for w in words for r in w.readers]
+        for w in words:  # the commands of its `>(...)` words (rare)
+            if w.readers:
+                out += w.readers
+        return out
 
     def split(self, word: Word, st: State | None = None) -> list[Word]:
         """Brace expansion of one word (and field splitting of unquoted substituted text, at the
