@@ -193,9 +193,8 @@ class _Tree:
     def walk(self, text: str) -> None:
         self.text = text
         tree = self.parser.parse(text.encode("utf-8", "surrogatepass"))
-        stack = [tree.root_node]
-        while stack:
-            n = stack.pop()
+        cursor = tree.walk()  # every node in source order (parents first), without a list per node
+        while (n := cursor.node) is not None:
             kind = n.type
             if kind in ("assignment", "variable_declarator"):
                 self.assign(n)
@@ -203,8 +202,11 @@ class _Tree:
                 self.alias(n)
             if kind in ("call", "call_expression", "new_expression"):
                 self.call(n)
-            if n.child_count:  # (most nodes are leaves)
-                stack.extend(reversed(n.children))
+            if cursor.goto_first_child():
+                continue
+            while not cursor.goto_next_sibling():
+                if not cursor.goto_parent():
+                    return
 
     # ---- values ---------------------------------------------------------------------------
     def assign(self, n: tree_sitter.Node) -> None:
