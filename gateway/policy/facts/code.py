@@ -610,6 +610,21 @@ _HEREDOC_START = frozenset({"heredoc_beginning", "heredoc_token"})
 _HEREDOC_BODY = frozenset({"heredoc_body", "heredoc_content"})
 
 
+def _preorder(tree: tree_sitter.Tree) -> list[tree_sitter.Node]:
+    """Every node of ``tree`` in source order, parents before their children (a cursor's walk:
+    no list of children per node)."""
+    nodes: list[tree_sitter.Node] = []
+    cursor = tree.walk()
+    while (n := cursor.node) is not None:
+        nodes.append(n)
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return nodes
+    return nodes
+
+
 class _Script:
     """Ruby, PHP or Perl code: names assigned a literal, then the calls of :data:`SCRIPT_CALLS`."""
 
@@ -632,12 +647,7 @@ class _Script:
         self.text = text
         source = ("<?php " + text) if self.lang == "php" else text
         tree = _parser(self.lang).parse(source.encode("utf-8", "surrogatepass"))
-        nodes: list[tree_sitter.Node] = []
-        stack = [tree.root_node]
-        while stack:
-            n = stack.pop()
-            nodes.append(n)
-            stack.extend(reversed(n.children))
+        nodes = _preorder(tree)
         starts = [n for n in nodes if n.type in _HEREDOC_START]
         bodies = [n for n in nodes if n.type in _HEREDOC_BODY]
         self.heredocs = {(s.start_byte, s.end_byte): b for s, b in zip(starts, bodies, strict=False)}
