@@ -190,8 +190,10 @@ class Command:
         return program_name(w.text) if not w.dynamic else ""
 
 
+@functools.lru_cache(maxsize=1024)
 def is_interpreter(program: str) -> bool:
-    """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``)."""
+    """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``).
+    Pure, asked for the same few names: a bounded cache."""
     return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
 
 
