@@ -13,6 +13,7 @@ time, ``eval`` of a computed string.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import shlex
@@ -1054,8 +1055,10 @@ def _scan(language: str, text: str, found: Found) -> None:
 LANGUAGES: dict[str, str] = {"node": "javascript", "nodejs": "javascript", "deno": "javascript", "bun": "javascript"}
 
 
+@functools.lru_cache(maxsize=1024)
 def language_of(program: str) -> str | None:
-    """The inline-code language of an interpreter program name (``python3.11`` is python)."""
+    """The inline-code language of an interpreter program name (``python3.11`` is python). Pure,
+    asked for the same few names: a bounded cache."""
     base = program.rstrip("0123456789.")
     if base in ("python", "pypy", "python-m", "ipython"):
         return "python"
