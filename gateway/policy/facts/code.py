@@ -13,7 +13,6 @@ time, ``eval`` of a computed string.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import re
 import shlex
@@ -24,6 +23,8 @@ from dataclasses import dataclass, field
 import tree_sitter
 import tree_sitter_javascript
 import tree_sitter_python
+
+from gateway.policy.facts.cache import short_inputs
 
 UNKNOWN = None
 """An argument whose value is only known when the code runs."""
@@ -1055,7 +1056,7 @@ def _scan(language: str, text: str, found: Found) -> None:
 LANGUAGES: dict[str, str] = {"node": "javascript", "nodejs": "javascript", "deno": "javascript", "bun": "javascript"}
 
 
-@functools.lru_cache(maxsize=1024)
+@short_inputs
 def language_of(program: str) -> str | None:
     """The inline-code language of an interpreter program name (``python3.11`` is python). Pure,
     asked for the same few names: a bounded cache."""

@@ -24,6 +24,8 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 
+from gateway.policy.facts.cache import short_inputs
+
 MAX_CANDIDATES = 64
 
 VOCABULARY: tuple[str, ...] = (
@@ -187,7 +189,7 @@ def under(path: str, roots: Iterable[str]) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=1024)
+@short_inputs
 def _segment_regex(segment: str) -> re.Pattern[str] | None:
     """A glob segment (backslash-escaped literals) as a regex; None when it has no glob. Pure, and
     the same segments (``*``, ``*.py``) come back in every listing: a bounded cache."""
@@ -237,7 +239,7 @@ def _literal(segment: str) -> str:
 _WILDCARD = re.compile(r"\*|\?|\[(?:[!^]?\]?[^\]]*)\]")
 
 
-@functools.lru_cache(maxsize=1024)
+@short_inputs
 def _names_a_file(segment: str) -> bool:
     """A glob segment that says which file it wants: it starts with a literal ``.`` (only dot
     files) or keeps at least two literal characters beside its wildcards (a one-character class
@@ -252,7 +254,7 @@ def _class_literal(m: re.Match[str]) -> str:
     return token[1] if len(token) == 3 and token[1] not in "!^" else ""  # [e] is e; *, ?, [a-z] are nothing
 
 
-@functools.lru_cache(maxsize=1024)
+@short_inputs
 def _vocabulary_matches(segment: str) -> tuple[str, ...]:
     """The names of :data:`VOCABULARY` the glob ``segment`` matches, in vocabulary order (pure, and
     the same segments come back: a bounded cache)."""

@@ -3,12 +3,12 @@ and the program sets the walk and the facts look programs up in."""
 
 from __future__ import annotations
 
-import functools
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.policy.facts.cache import short_inputs
 from gateway.policy.facts.options import Parsed, Spec
 from gateway.policy.facts.words import (
     Word,
@@ -190,14 +190,14 @@ class Command:
         return program_name(w.text) if not w.dynamic else ""
 
 
-@functools.lru_cache(maxsize=1024)
+@short_inputs
 def is_interpreter(program: str) -> bool:
     """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``).
     Pure, asked for the same few names: a bounded cache."""
     return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
 
 
-@functools.lru_cache(maxsize=1024)
+@short_inputs
 def program_name(text: str) -> str:
     """``/usr/bin/Rm`` -> ``rm``; ``C:\\...\\curl.exe`` -> ``curl``; lower-cased because macOS and
     Windows file systems are case-insensitive. Pure, and asked for the same few words (``git``,
