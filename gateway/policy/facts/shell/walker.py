@@ -388,7 +388,8 @@ class Walker:
             return []
         cmd = Command(words, local if prefix_assign else st, depth, ctx)
         cmd.stdin_text = feed
-        self.redirections(redirs, src, st, depth, cmd)
+        if redirs:
+            self.redirections(redirs, src, st, depth, cmd)
         out = self.resolve(cmd, src, st, depth)
         printed = fed_text(cmd) if cmd.out_readers else None
         for reader in cmd.out_readers:  # `echo ... > >(sh)`
