@@ -24,8 +24,6 @@ import tree_sitter
 import tree_sitter_javascript
 import tree_sitter_python
 
-from gateway.policy.facts.cache import short_inputs
-
 UNKNOWN = None
 """An argument whose value is only known when the code runs."""
 
@@ -1056,10 +1054,8 @@ def _scan(language: str, text: str, found: Found) -> None:
 LANGUAGES: dict[str, str] = {"node": "javascript", "nodejs": "javascript", "deno": "javascript", "bun": "javascript"}
 
 
-@short_inputs
 def language_of(program: str) -> str | None:
-    """The inline-code language of an interpreter program name (``python3.11`` is python). Pure,
-    asked for the same few names: a bounded cache."""
+    """The inline-code language of an interpreter program name (``python3.11`` is python)."""
     base = program.rstrip("0123456789.")
     if base in ("python", "pypy", "python-m", "ipython"):
         return "python"

@@ -190,10 +190,8 @@ class Command:
         return program_name(w.text) if not w.dynamic else ""
 
 
-@short_inputs
 def is_interpreter(program: str) -> bool:
-    """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``).
-    Pure, asked for the same few names: a bounded cache."""
+    """A shell or a script interpreter, also with a version suffix (``python3.11``, ``perl5.36``)."""
     return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
 
 
