@@ -73,7 +73,7 @@ def _windows_dir(path: str) -> str:
 
 
 def _absolute(path: str) -> bool:
-    return path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path) is not None
+    return path.startswith("/") or pathmod.has_drive(path)
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -92,13 +92,13 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
         pathmod.normalize(_str(r)) for r in session.get("workspaceRoots") or [] if isinstance(r, str) and r.strip()
     ]
     roots = [r for r in roots if r]
-    given = [inp.get(k) for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS)]
-    dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c)))
+    given = [inp[k] for k in (SHELL_DIR_FIELDS if kind == "shell" else DIR_FIELDS) if k in inp]
+    dirs = list(dict.fromkeys(pathmod.normalize(c) for c in map(_str, given) if _absolute(c))) if given else []
     session_cwd = _str(session.get("cwd"))
     cwd = pathmod.normalize(session_cwd) if _absolute(session_cwd) else ""
     # a Windows session (as the session shows it; the tool input's cwd only when it shows nothing):
     # one spelling of its paths, C:/..., also for Git Bash's /c/...
-    windows = any(pathmod.is_windows(p) for p in ((cwd, *roots) if cwd or roots else dirs))
+    windows = any(map(pathmod.is_windows, (cwd, *roots) if cwd or roots else dirs))
     if windows:
         roots = [pathmod.drive_spelling(r) for r in roots]
         dirs = list(dict.fromkeys(pathmod.drive_spelling(d) for d in dirs))
@@ -117,7 +117,8 @@ def for_event(event: Mapping[str, Any]) -> dict[str, Any]:
         if text is not None and text.strip():
             present = True
             commands, reasons = shell.parse_command(text, cwd, home)
-            hosts += [h for command in commands for h in command["hosts"]]
+            for command in commands:
+                hosts += command["hosts"]
             if len(dirs) > 1 or _cwd_disagrees(inp, session_cwd, windows):
                 reasons = [*reasons, "ambiguous-cwd"]  # which directory the command runs in is unknown
     short = tools.short_name(name)

@@ -144,6 +144,8 @@ _SED_S_EXEC = re.compile(r"(?:^|[;\n{}]|[/\d$])\s*s(.)(?:(?!\1)[^\\]|\\.)*\1(?:(
 def _sed(text: str, found: Found) -> None:
     """GNU sed's ``e`` command runs a command (``1e rm -rf ~``), or the pattern space when it
     has none, as does the ``e`` flag of ``s///``: the input decides, so that is ``exec`` unknown."""
+    if "e" not in text:
+        return  # both need an `e` (most scripts, `1,20p`, have none)
     for m in _SED_E.finditer(text):
         command = (m.group(1) or "").strip()
         if command:
@@ -191,16 +193,20 @@ class _Tree:
     def walk(self, text: str) -> None:
         self.text = text
         tree = self.parser.parse(text.encode("utf-8", "surrogatepass"))
-        stack = [tree.root_node]
-        while stack:
-            n = stack.pop()
-            if n.type in ("assignment", "variable_declarator"):
+        cursor = tree.walk()  # every node in source order (parents first), without a list per node
+        while (n := cursor.node) is not None:
+            kind = n.type
+            if kind in ("assignment", "variable_declarator"):
                 self.assign(n)
-            elif n.type in ("import_statement", "import_from_statement"):
+            elif kind in ("import_statement", "import_from_statement"):
                 self.alias(n)
-            if n.type in ("call", "call_expression", "new_expression"):
+            if kind in ("call", "call_expression", "new_expression"):
                 self.call(n)
-            stack.extend(reversed(n.children))
+            if cursor.goto_first_child():
+                continue
+            while not cursor.goto_next_sibling():
+                if not cursor.goto_parent():
+                    return
 
     # ---- values ---------------------------------------------------------------------------
     def assign(self, n: tree_sitter.Node) -> None:
@@ -604,6 +610,21 @@ _HEREDOC_START = frozenset({"heredoc_beginning", "heredoc_token"})
 _HEREDOC_BODY = frozenset({"heredoc_body", "heredoc_content"})
 
 
+def _preorder(tree: tree_sitter.Tree) -> list[tree_sitter.Node]:
+    """Every node of ``tree`` in source order, parents before their children (a cursor's walk:
+    no list of children per node)."""
+    nodes: list[tree_sitter.Node] = []
+    cursor = tree.walk()
+    while (n := cursor.node) is not None:
+        nodes.append(n)
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return nodes
+    return nodes
+
+
 class _Script:
     """Ruby, PHP or Perl code: names assigned a literal, then the calls of :data:`SCRIPT_CALLS`."""
 
@@ -626,12 +647,7 @@ class _Script:
         self.text = text
         source = ("<?php " + text) if self.lang == "php" else text
         tree = _parser(self.lang).parse(source.encode("utf-8", "surrogatepass"))
-        nodes: list[tree_sitter.Node] = []
-        stack = [tree.root_node]
-        while stack:
-            n = stack.pop()
-            nodes.append(n)
-            stack.extend(reversed(n.children))
+        nodes = _preorder(tree)
         starts = [n for n in nodes if n.type in _HEREDOC_START]
         bodies = [n for n in nodes if n.type in _HEREDOC_BODY]
         self.heredocs = {(s.start_byte, s.end_byte): b for s, b in zip(starts, bodies, strict=False)}

@@ -234,15 +234,23 @@ def _at_marks(text: str) -> list[int]:
     return [k for k in (text.find("=@"), text.find("=<")) if k > 0][:1]
 
 
-def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost: bool = False) -> list[Effect]:
+def of_command(
+    fact: dict[str, Any],
+    argw: list[Word],
+    cwd: str,
+    home: str,
+    lost: bool = False,
+    parsed_as: tuple[opts.Spec | None, list[str], opts.Parsed] | None = None,
+) -> list[Effect]:
     """The effects of one simple command from its facts and argument words (``argv[1:]``);
-    ``lost`` as in :func:`of_path`."""
+    ``lost`` as in :func:`of_path`; ``parsed_as``: how the facts split the arguments already
+    (spec, arguments, result), reused by a row that splits them alike."""
     program: str = fact["program"]
     via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
     out: list[Effect] = []
     argw = _old_style(program, argw)
     args = [w.text for w in argw]
-    found = _row(program, fact, args) if program else None
+    found = _row(program, fact, args, parsed_as) if program else None
     if found is not None:
         out += _table_effects(found[0], found[1], program, via, fact, argw, args, cwd, home, lost)
     elif not program and fact["dynamic"] and _RECURSIVE & set(fact["options"]):
@@ -266,11 +274,12 @@ def of_command(fact: dict[str, Any], argw: list[Word], cwd: str, home: str, lost
     out += _exec_effects(program, via, fact)
     if fact["privileged"]:
         out.append(effect("privilege", program, via))
-    known = {e["host"] for e in out if e["kind"] == "network"}
-    sending = any(o in _SEND_OPTIONS for o in fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
-    for host in fact["hosts"]:
-        if host not in known:
-            out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
+    if fact["hosts"]:  # the hosts its words name that no effect above reaches yet
+        known = {e["host"] for e in out if e["kind"] == "network"}
+        sending = not _SEND_OPTIONS.isdisjoint(fact["options"]) or any(a.startswith(_SEND_PREFIXES) for a in args)
+        for host in fact["hosts"]:
+            if host not in known:
+                out.append(effect("network", program, via, host=host, direction="send" if sending else "fetch"))
     if program in _SAVED_BY:  # `curl -o ~/.bashrc URL`, `wget -O f URL`: the file it saves
         for key in _SAVED_BY[program]:
             out += [effect("write", program, via, path=pathmod.normalize(v, cwd, home, shell=True))
@@ -304,6 +313,8 @@ _INTO_DIR = frozenset({"cp", "mv", "install", "ln", "rsync", "scp", "ditto", "ta
 def with_persist(found: list[Effect]) -> list[Effect]:
     """``found`` plus a ``persist`` effect for each write to a place whose contents run later
     (a file of :data:`PERSIST_PATHS`, or into a directory of :data:`PERSIST_DIRS`)."""
+    if not found:
+        return found  # (most commands have no effect to look at)
     return found + [
         effect("persist", e["program"], e["via"], path=e["path"])
         for e in found
@@ -331,9 +342,14 @@ def row_of(fact: dict[str, Any]) -> programs.Row | None:
     return found[0] if found is not None else None
 
 
-def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.Row, opts.Parsed] | None:
+def _row(
+    program: str,
+    fact: dict[str, Any],
+    args: list[str],
+    parsed_as: tuple[opts.Spec | None, list[str], opts.Parsed] | None = None,
+) -> tuple[programs.Row, opts.Parsed] | None:
     """The program's first matching row (``sub``, ``when``, ``unless``) and the arguments parsed
-    with that row's option spec."""
+    with that row's option spec (``parsed_as``'s result when it split the same arguments alike)."""
     rows = programs.table().get(program)
     if not rows:
         return None
@@ -351,6 +367,13 @@ def _row(program: str, fact: dict[str, Any], args: list[str]) -> tuple[programs.
                 return row, opts.Parsed()
             continue
         parsed = parsed_by.get(id(row.parse_spec))
+        if (
+            parsed is None
+            and parsed_as is not None
+            and parsed_as[1] == args
+            and opts.parse_alike(parsed_as[0], row.parse_spec)
+        ):
+            parsed = parsed_by[id(row.parse_spec)] = parsed_as[2]
         if parsed is None:
             parsed = parsed_by[id(row.parse_spec)] = opts.parse(args, row.parse_spec)
         if spec.sub and not _contains([args[k].lower() for k in parsed.operands[: len(spec.sub) + 2]], spec.sub):
@@ -401,9 +424,8 @@ def _table_effects(
         operand_words = operand_words[at + len(spec.sub) :]
     if program in _PATTERN_FIRST and any(o in parsed.values for o in _PATTERN_OPTIONS):
         operand_words = [Word("", ""), *operand_words]  # the pattern came from an option
-    present = set(parsed.options) | set(args)
     recursive = spec.recursive == "always" or (
-        isinstance(spec.recursive, list) and any(r in present for r in spec.recursive)
+        isinstance(spec.recursive, list) and not ({*parsed.options, *args}).isdisjoint(spec.recursive)
     )
     out: list[Effect] = []
     for kind in ("read", "write", "delete"):

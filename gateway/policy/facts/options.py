@@ -127,6 +127,16 @@ SPECS: dict[str, Spec] = {
 }  # fmt: skip
 
 
+def parse_alike(a: Spec | None, b: Spec | None) -> bool:
+    """Whether :func:`parse` splits any arguments alike with ``a`` and with ``b``: the same spec,
+    or two that name no option and give none a value (parsed as with no spec at all)."""
+    return a is b or (_plain(a) and _plain(b))
+
+
+def _plain(spec: Spec | None) -> bool:
+    return spec is None or (not spec.all_names and not spec.short_valued and not spec.stop_at_operand)
+
+
 def spec_for(program: str, subcommand: str = "") -> Spec | None:
     return SPECS.get(f"{program} {subcommand}" if subcommand else program)
 
@@ -138,7 +148,7 @@ def _long(name: str, spec: Spec | None) -> list[str]:
     return hits or [name]
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     options: list[str] = field(default_factory=list)
     """Canonical options: ``--name`` for long ones, ``-x`` for each short one."""
@@ -150,40 +160,43 @@ class Parsed:
 
 def parse(args: list[str], spec: Spec | None) -> Parsed:
     """Split ``args`` (argv without argv[0]) into options, option values and operands."""
-    out = Parsed()
+    options: list[str] = []
+    values: dict[str, list[str]] = {}
+    operands: list[int] = []
     i = 0
     while i < len(args):
         a = args[i]
+        if a[:1] != "-" or a == "-":  # an operand (the usual word: tested first)
+            operands.append(i)
+            if spec is not None and spec.stop_at_operand:
+                operands += range(i + 1, len(args))
+                break
+            i += 1
+            continue
         if a == "--":
-            out.operands += range(i + 1, len(args))
+            operands += range(i + 1, len(args))
             break
-        if a.startswith("--") and len(a) > 2:
+        if a.startswith("--"):  # a long option (`--` alone ended the options above)
             name, eq, value = a[2:].partition("=")
             names = _long(name, spec)
-            for n in names:
-                out.options.append("--" + n)
+            options += ["--" + n for n in names]
             n0 = names[0]
             if eq:
-                out.values.setdefault("--" + n0, []).append(value)
+                values.setdefault("--" + n0, []).append(value)
             elif spec is not None and len(names) == 1 and n0 in spec.valued and i + 1 < len(args):
-                out.values.setdefault("--" + n0, []).append(args[i + 1])
+                values.setdefault("--" + n0, []).append(args[i + 1])
                 i += 1
-        elif a.startswith("-") and len(a) > 1 and a != "-":
+        else:  # a cluster of short options
             body = a[1:]
             for j, ch in enumerate(body):
-                out.options.append("-" + ch)
+                options.append("-" + ch)
                 if spec is not None and ch in spec.short_valued:
                     rest = body[j + 1 :]
                     if rest:
-                        out.values.setdefault("-" + ch, []).append(rest)
+                        values.setdefault("-" + ch, []).append(rest)
                     elif i + 1 < len(args):
-                        out.values.setdefault("-" + ch, []).append(args[i + 1])
+                        values.setdefault("-" + ch, []).append(args[i + 1])
                         i += 1
                     break
-        else:
-            out.operands.append(i)
-            if spec is not None and spec.stop_at_operand:
-                out.operands += range(i + 1, len(args))
-                break
         i += 1
-    return out
+    return Parsed(options, values, operands)

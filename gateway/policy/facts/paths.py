@@ -24,6 +24,8 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 
+from gateway.policy.facts.cache import short_inputs
+
 MAX_CANDIDATES = 64
 
 VOCABULARY: tuple[str, ...] = (
@@ -61,11 +63,17 @@ _HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(/|$)")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 _WINDOWS = re.compile(r"^[A-Za-z]:([\\/]|$)")
 _GIT_BASH = re.compile(r"^/([A-Za-z])(/|$)")
+_WINDOWS_HOME = re.compile(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)")
 
 
 def is_windows(path: str) -> bool:
     """``path`` (a cwd, home or root) is a Windows one: it starts with a drive letter."""
-    return _WINDOWS.match(path) is not None
+    return path[1:2] == ":" and _WINDOWS.match(path) is not None
+
+
+def has_drive(path: str) -> bool:
+    """``path`` starts with a drive letter and a separator (``C:\\``, ``c:/``)."""
+    return path[1:2] == ":" and _DRIVE.match(path) is not None
 
 
 def drive_spelling(path: str) -> str:
@@ -81,7 +89,7 @@ def home_of(cwd: str, roots: Sequence[str]) -> str:
     for candidate in (cwd, *roots):
         if m := _HOME.match(candidate.replace("\\", "/")):
             return m.group(1)
-        if m := re.match(r"^([A-Za-z]:[\\/]Users[\\/][^\\/]+)", candidate):
+        if candidate[1:2] == ":" and (m := _WINDOWS_HOME.match(candidate)):
             return fold(m.group(1).replace("\\", "/"))
     return "~"
 
@@ -90,10 +98,18 @@ def fold(path: str) -> str:
     """``.``, ``..`` and ``//`` folded; ``..`` never climbs above the root (or a leading ``~``)."""
     if path == "":
         return ""
+    if (
+        path.startswith("/")
+        and "//" not in path
+        and "/./" not in path
+        and "/../" not in path
+        and not path.endswith(("/", "/.", "/.."))
+    ):
+        return path  # an absolute path without an empty, ``.`` or ``..`` segment: nothing to fold
     absolute = path.startswith("/")
     parts = path.split("/")
     head: list[str] = []
-    if not absolute and parts and (parts[0] == "~" or _DRIVE.match(parts[0] + "/")):
+    if not absolute and parts and (parts[0] == "~" or (parts[0][1:2] == ":" and has_drive(parts[0] + "/"))):
         head = [parts[0]]
         parts = parts[1:]
     out: list[str] = []
@@ -132,9 +148,10 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
     p = path.strip()
     if p == "":
         return ""
-    if p.lower().startswith("file://"):
+    if ":" in p and p.lower().startswith("file://"):
         p = p[7:]
-    if _DRIVE.match(p) or ("\\" in p and "/" not in p):
+    # (`p[1:2] == ":"` first: has_drive's own cheap test, without the call for the usual path)
+    if (p[1:2] == ":" and has_drive(p)) or ("\\" in p and "/" not in p):
         p = p.replace("\\", "/")
     if not shell:
         for var in ("${HOME}", "$HOME"):
@@ -146,7 +163,7 @@ def _normalize(path: str, cwd: str, home: str, shell: bool) -> str:
         user, _, rest = p[1:].partition("/")
         base = "/Users/" if home.startswith("/Users/") else "/home/"
         p = ("/root" if user == "root" else base + user) + ("/" + rest if rest else "")
-    if not (p.startswith(("/", "~")) or _DRIVE.match(p)) and cwd:
+    if not (p.startswith(("/", "~")) or (p[1:2] == ":" and has_drive(p))) and cwd:
         p = cwd.rstrip("/") + "/" + p
     p = fold(p)
     if p.startswith("/") and (is_windows(cwd) or is_windows(home)):
@@ -172,8 +189,10 @@ def under(path: str, roots: Iterable[str]) -> bool:
     return False
 
 
+@short_inputs
 def _segment_regex(segment: str) -> re.Pattern[str] | None:
-    """A glob segment (backslash-escaped literals) as a regex; None when it has no glob."""
+    """A glob segment (backslash-escaped literals) as a regex; None when it has no glob. Pure, and
+    the same segments (``*``, ``*.py``) come back in every listing: a bounded cache."""
     out: list[str] = []
     glob = False
     i = 0
@@ -214,16 +233,17 @@ def _segment_regex(segment: str) -> re.Pattern[str] | None:
 
 
 def _literal(segment: str) -> str:
-    return re.sub(r"\\(.)", r"\1", segment)
+    return re.sub(r"\\(.)", r"\1", segment) if "\\" in segment else segment
 
 
 _WILDCARD = re.compile(r"\*|\?|\[(?:[!^]?\]?[^\]]*)\]")
 
 
+@short_inputs
 def _names_a_file(segment: str) -> bool:
     """A glob segment that says which file it wants: it starts with a literal ``.`` (only dot
     files) or keeps at least two literal characters beside its wildcards (a one-character class
-    ``[e]`` is a literal)."""
+    ``[e]`` is a literal). Pure, and the same segments come back: a bounded cache."""
     if segment.startswith((".", "\\.")):
         return True
     return len(_literal(_WILDCARD.sub(_class_literal, segment))) >= 2
@@ -234,12 +254,19 @@ def _class_literal(m: re.Match[str]) -> str:
     return token[1] if len(token) == 3 and token[1] not in "!^" else ""  # [e] is e; *, ?, [a-z] are nothing
 
 
+@short_inputs
+def _vocabulary_matches(segment: str) -> tuple[str, ...]:
+    """The names of :data:`VOCABULARY` the glob ``segment`` matches, in vocabulary order (pure, and
+    the same segments come back: a bounded cache)."""
+    rx = _segment_regex(segment)
+    return tuple(v for v in VOCABULARY if rx is not None and rx.fullmatch(v))
+
+
 def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
     """Sensitive names the (normalized) glob ``pattern`` could match, as paths; at most
     :data:`MAX_CANDIDATES`. ``extra`` adds names to the vocabulary (e.g. the user's name)."""
     segments = pattern.split("/")
     combos = [""]
-    vocabulary = (*VOCABULARY, *extra)
     for index, segment in enumerate(segments):
         rx = _segment_regex(segment)
         if rx is None:
@@ -249,8 +276,8 @@ def glob_candidates(pattern: str, extra: Sequence[str] = ()) -> list[str]:
             last = index == len(segments) - 1
             names = [
                 v
-                for v in vocabulary
-                if rx.fullmatch(v) and (dot or not v.startswith(".")) and (last or v in DIRECTORIES or v in extra)
+                for v in (*_vocabulary_matches(segment), *(e for e in extra if rx.fullmatch(e)))
+                if (dot or not v.startswith(".")) and (last or v in DIRECTORIES or v in extra)
             ]
             if not names:
                 return []

@@ -48,7 +48,13 @@ KEYSTROKE_FIELDS = ("chars", "input", "text", "keys")
 PATH_FIELDS = ("file_path", "path", "filePath", "absolute_path", "target_file", "filename", "file", "notebook_path",
                "uri", "source", "destination", "dir_path", "directory", "target", "old_path", "new_path")  # fmt: skip
 LIST_FIELDS = ("paths", "file_paths", "filePaths", "files")
+_PATH_FIELD_NAMES = frozenset(PATH_FIELDS)
+_LIST_FIELD_NAMES = frozenset(LIST_FIELDS)
+_HOST_FIELDS = ("url", "uri", "href", "endpoint")
+_HOST_FIELD_NAMES = frozenset(_HOST_FIELDS)
+"""The fields as sets: an input without any of them (most) skips the loop over them."""
 GLOB_FIELDS = ("glob", "include", "pattern", "file_pattern", "includePattern")
+_PATTERN_FIELD_NAMES = frozenset({*GLOB_FIELDS, *LIST_FIELDS})
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* (Move) to: (.+)$", re.M)
 PATCH_FIELDS = ("command", "input", "patch")
 _GLOB = re.compile(r"[*?\[]")
@@ -64,6 +70,10 @@ def short_name(name: str) -> str:
     return n
 
 
+_MCP_NAME = re.compile(r"^mcp__[^_].*__.")
+"""Claude Code's name of an MCP tool: ``mcp__<server>__<tool>``."""
+
+
 def server_of(tool: dict[str, Any]) -> str:
     """The MCP server id, lower-cased; ``(unknown)`` for an MCP tool without one; '' otherwise."""
     name = tool.get("name") if isinstance(tool.get("name"), str) else ""
@@ -72,7 +82,7 @@ def server_of(tool: dict[str, Any]) -> str:
         server = mcp.get("server") if isinstance(mcp, dict) else None
         ident = server.get("id") if isinstance(server, dict) else None
         return ident.lower() if isinstance(ident, str) and ident.strip() else "(unknown)"
-    if isinstance(name, str) and re.match(r"^mcp__[^_].*__.", name):
+    if isinstance(name, str) and name.startswith("mcp__") and _MCP_NAME.match(name):
         return name.split("__")[1].lower()
     return ""
 
@@ -80,13 +90,11 @@ def server_of(tool: dict[str, Any]) -> str:
 def kind_of(name: str, tool: dict[str, Any], inp: dict[str, Any]) -> str:
     lower = name.lower()
     short = short_name(name)
-    mcp = tool.get("origin") == "mcp" or lower.startswith(("mcp__", "mcp_"))
-    candidates = (short, lower)
+    mcp_named = lower.startswith("mcp_")
+    mcp = tool.get("origin") == "mcp" or mcp_named
 
     def ending(names: frozenset[str]) -> bool:
-        return any(c in names for c in candidates) or (
-            lower.startswith("mcp_") and any(lower.endswith("_" + n) for n in names)
-        )
+        return short in names or lower in names or (mcp_named and any(lower.endswith("_" + n) for n in names))
 
     if short == "apply_patch" or patch_text(inp) is not None:
         return "patch"
@@ -188,10 +196,10 @@ def patch_text(inp: dict[str, Any], loose: bool = False) -> str | None:
     """The ``apply_patch`` text of a tool input (:data:`PATCH_FIELDS`), or None; ``loose`` (the
     tool is known to be ``apply_patch``) also takes a text without the ``*** Begin Patch`` line."""
     texts = [v for v in map(inp.get, PATCH_FIELDS) if isinstance(v, str)]
-    found = next((v for v in texts if v.lstrip().startswith("*** Begin Patch")), None)
-    if found is None and loose:
-        found = next((v for v in texts if v.startswith("*** ") or "\n*** " in v), None)
-    return found
+    for v in texts:
+        if v.lstrip().startswith("*** Begin Patch"):
+            return v
+    return next((v for v in texts if v.startswith("*** ") or "\n*** " in v), None) if loose else None
 
 
 def patch_files(text: str) -> list[tuple[str, str]]:
@@ -212,13 +220,15 @@ def patch_files(text: str) -> list[tuple[str, str]]:
 def path_fields(inp: dict[str, Any]) -> list[str]:
     """The :data:`PATH_FIELDS` of ``inp`` that name a path, in order (the first of the tool's
     paths, :func:`tool_paths`)."""
-    return [key for key in PATH_FIELDS if isinstance(inp.get(key), str) and inp[key].strip()]
+    if _PATH_FIELD_NAMES.isdisjoint(inp):  # most inputs (a shell command) have none
+        return []
+    return [key for key in PATH_FIELDS if key in inp and isinstance(inp[key], str) and inp[key].strip()]
 
 
 def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[list[str], list[str], list[str]]:
     """(normalized paths, raw path strings, glob patterns) named by a tool input."""
     raws: list[str] = [inp[key] for key in path_fields(inp)]
-    for key in LIST_FIELDS:
+    for key in LIST_FIELDS if not _LIST_FIELD_NAMES.isdisjoint(inp) else ():
         v = inp.get(key)
         if isinstance(v, list):
             raws += [x for x in v if isinstance(x, str) and x]
@@ -226,7 +236,7 @@ def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[lis
     if patch is not None:
         raws += [path for _, path in patch_files(patch)]
     globs: list[str] = []
-    if kind in ("search", "read", "list"):
+    if kind in ("search", "read", "list") and not _PATTERN_FIELD_NAMES.isdisjoint(inp):
         base = inp.get("path") if isinstance(inp.get("path"), str) else ""
         patterns: list[str] = []
         for key in GLOB_FIELDS:
@@ -254,16 +264,15 @@ def tool_paths(kind: str, inp: dict[str, Any], cwd: str, home: str) -> tuple[lis
 
 def tool_hosts(kind: str, inp: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    for key in ("url", "uri", "href", "endpoint"):
+    for key in _HOST_FIELDS if not _HOST_FIELD_NAMES.isdisjoint(inp) else ():
         v = inp.get(key)
         if isinstance(v, str):
             out += hostmod.of_argument(v) if "://" not in v else hostmod.in_text(v)
-    for key in ("urls",):
-        v = inp.get(key)
-        if isinstance(v, list):
-            for x in v:
-                if isinstance(x, str):
-                    out += hostmod.in_text(x) or hostmod.of_argument(x)
+    v = inp.get("urls")
+    if isinstance(v, list):
+        for x in v:
+            if isinstance(x, str):
+                out += hostmod.in_text(x) or hostmod.of_argument(x)
     if kind == "fetch":
         for key in ("prompt", "query", "input"):
             v = inp.get(key)

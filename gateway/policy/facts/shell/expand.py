@@ -293,11 +293,14 @@ def split_words(text: str) -> list[str]:
 def adjacent(nodes: list[tree_sitter.Node], src: bytes) -> list[list[tree_sitter.Node]]:
     """Argument nodes that touch (``$"x"`` is ``$`` + string; a backslash-newline between parts) form one word."""
     groups: list[list[tree_sitter.Node]] = []
+    end = 0
     for n in nodes:
-        if groups and src[groups[-1][-1].end_byte : n.start_byte] in (b"", b"\\\n"):
+        start = n.start_byte
+        if groups and (start <= end or src[end:start] == b"\\\n"):  # nothing, or only `\<newline>`, between
             groups[-1].append(n)
         else:
             groups.append([n])
+        end = n.end_byte
     return groups
 
 

@@ -42,6 +42,15 @@ def _git_pathish(sub: str | None, words: list[Word]) -> list[Word]:
 
 
 _SPEC_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ag": "rg", "ack": "rg", "git-grep": "grep"}
+_PATTERN_FIRST = frozenset({*_SPEC_ALIASES, "grep", "rg"})
+"""Search programs: their first operand is the pattern unless an option gives it (:data:`_PATTERN_GIVEN`)."""
+_PATTERN_GIVEN = frozenset({"-e", "-f", "--regexp", "--file"})
+_SUBCOMMANDS = frozenset({
+    "gh", "docker", "kubectl", "npm", "cargo", "go", "aws", "gcloud", "az", "diskutil", "systemctl", "brew", "pip", "helm",
+})  # fmt: skip
+"""Programs whose first word that is not an option is their subcommand."""
+_GIT_TEXT = frozenset({"grep", "log", "commit", "tag", "notes"})
+"""git subcommands whose arguments are text or patterns, never addresses."""
 
 
 def build(cmd: Command) -> None:
@@ -65,37 +74,22 @@ def build(cmd: Command) -> None:
                 sub, spec_args = expanded[0].text, [w.text for w in added] + spec_args
                 argw = [*argw[:offset], *added, *argw[offset:]]
                 args = [w.text for w in argw]
-    elif program in (
-        "gh",
-        "docker",
-        "kubectl",
-        "npm",
-        "cargo",
-        "go",
-        "aws",
-        "gcloud",
-        "az",
-        "diskutil",
-        "systemctl",
-        "brew",
-        "pip",
-        "helm",
-    ):
+    elif program in _SUBCOMMANDS:
         first = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
         if first is not None:
             sub = args[first]
     spec = opts.spec_for(program, sub) if program == "git" else opts.spec_for(_SPEC_ALIASES.get(program, program))
     parsed = opts.parse(spec_args, spec)
+    cmd.parsed = (spec, spec_args, parsed)
     operands = [spec_args[k] for k in parsed.operands]
     operand_words = [argw[offset + k] for k in parsed.operands]
     st = cmd.state
     paths_raw: list[str] = []
     paths: list[str] = []
     globs: list[str] = []
-    extra = [st.home.rsplit("/", 1)[-1]] if st.home.startswith("/") else []
-    if program in _SPEC_ALIASES or program in ("grep", "rg"):
+    if program in _PATTERN_FIRST:
         # the first operand of a search program is its pattern (unless -e/-f give one), never a file
-        given = {"-e", "-f", "--regexp", "--file"} & set(parsed.values)
+        given = not _PATTERN_GIVEN.isdisjoint(parsed.values)
         pathish = operand_words if given else operand_words[1:]
         values = {k: v for k, v in parsed.values.items() if k not in ("-e", "--regexp")}
     elif program == "git":
@@ -103,74 +97,94 @@ def build(cmd: Command) -> None:
     else:
         pathish, values = operand_words, parsed.values
     candidates: list[tuple[Word, str]] = [(w, w.text) for w in pathish]
-    candidates += [(Word(v, "1" * len(v)), v) for vs in values.values() for v in vs]
+    for vs in values.values():  # (a loop, not a comprehension: most commands give no option a value)
+        candidates += [(Word(v, "1" * len(v)), v) for v in vs]
     for w in argw if pathish is operand_words or program == "git" else []:
         t = w.text
-        if t.startswith("--") and "=" in t:
+        assigns = "=" in t
+        if assigns and t.startswith("--"):
             candidates.append((w, t.split("=", 1)[1]))
         if "@" in t:
             candidates.append((w, t.split("@", 1)[1]))
-        if "=" in t and not t.startswith("-"):
+        if assigns and not t.startswith("-"):
             candidates.append((w, t.split("=", 1)[1]))
     unresolved = [pathmod.static_dir(w.text[: w.fixed], st.cwd, st.home) for w in operand_words if w.dynamic]
-    candidates += [
-        (Word(r["target"], "1" * len(r["target"])), r["target"])
-        for r in cmd.redirects
-        if r["op"] in ("<", "<>") and r.get("path")
-    ]
-    writes: list[str] = [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
+    writes: list[str] = []
+    if cmd.redirects:
+        candidates += [
+            (Word(r["target"], "1" * len(r["target"])), r["target"])
+            for r in cmd.redirects
+            if r["op"] in ("<", "<>") and r.get("path")
+        ]
+        writes += [r["path"] for r in cmd.redirects if r.get("path") and r["op"].startswith(">")]
     copy_dest = program in COPIERS and len(operand_words) >= 2
     if copy_dest or program == "tee":
         dests = operand_words[-1:] if copy_dest else operand_words
         writes += [pathmod.normalize(w.text, st.cwd, st.home, shell=True) for w in dests if not w.dynamic]
         candidates = [(w, t) for w, t in candidates if not any(w is d for d in dests)]
+    cwd, home = st.cwd, st.home
     for w, text in candidates:
         if w.dynamic or text == "":
             continue
-        text = text.lstrip("<") if text.startswith("<") else text
-        norm = pathmod.normalize(text, st.cwd, st.home, shell=True)
-        if norm and w.glob and text == w.text:
-            pattern = pathmod.normalize(w.pattern(), st.cwd, st.home, shell=True)
+        if text.startswith("<"):
+            text = text.lstrip("<")
+        norm = pathmod.normalize(text, cwd, home, shell=True)
+        if not norm:
+            continue
+        if text == w.text and w.glob:
+            pattern = pathmod.normalize(w.pattern(), cwd, home, shell=True)
             globs.append(pattern)
+            extra = [home.rsplit("/", 1)[-1]] if home.startswith("/") else []  # the user's name
             paths += pathmod.glob_candidates(pattern, extra)
-        if norm:
-            paths_raw.append(norm)
-            paths.append(norm)
-    for p in list(paths):  # the original of a copy made earlier (also inside a copied directory)
+        paths_raw.append(norm)
+        paths.append(norm)
+    for p in list(paths) if st.aliases else []:  # the original of a copy made earlier (also in a copied directory)
         for dst, origins in st.aliases.items():
             if p == dst or p.startswith(dst.rstrip("/") + "/"):
                 paths += [o + p[len(dst.rstrip("/")) :] if p != dst else o for o in origins]
     hosts: list[str] = []
-    if program not in SEARCHERS and not (program == "git" and sub in ("grep", "log", "commit", "tag", "notes")):
-        bare = set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
-        for w in argw:
-            if program in NETWORK and w.text in bare and (_URL_WORD.match(w.text) or not _SPACE.search(w.text)):
-                found = hostmod.of_argument(w.text)  # an address operand (not a text: gh issue create "...")
-            elif "://" in w.text and (program in INTERPRETERS or _URL_WORD.match(w.text)):
-                found = hostmod.in_text(w.text)  # code, or a word that is a URL (--url=..., URL=...)
+    if program not in SEARCHERS and not (program == "git" and sub in _GIT_TEXT):
+        network = program in NETWORK
+        interpreter = program in INTERPRETERS
+        # the words a network program may take as an address: its operands and URL options' values
+        bare = (
+            set(operands) | {v for key, vs in parsed.values.items() for v in vs if key in _URL_OPTIONS}
+            if network
+            else set()
+        )
+        # (for any other program only a word with `://` can name a host)
+        for w in argw if network or program == "curl" else [w for w in argw if "://" in w.text]:
+            t = w.text
+            if network and t in bare and (_URL_WORD.match(t) or not _SPACE.search(t)):
+                found = hostmod.of_argument(t)  # an address operand (not a text: gh issue create "...")
+            elif "://" in t and (interpreter or _URL_WORD.match(t)):
+                found = hostmod.in_text(t)  # code, or a word that is a URL (--url=..., URL=...)
             else:
                 found = []  # a URL inside text (a sed script, an issue title) is not an access
-            if program == "curl" and not found and "{" in w.text:
-                variants = brace_expand(w.text, "0" * len(w.text)) or []
+            if program == "curl" and not found and "{" in t:
+                variants = brace_expand(t, "0" * len(t)) or []
                 found = [h for text, _ in variants for h in hostmod.of_argument(text)]
             hosts += found
-    inputs = [s for w in argw for s in w.sources]
+    inputs: list[str] = []
+    for w in argw:
+        inputs += w.sources
+    # (the lists below are fresh: one of no item or one item has no repeat to drop)
     cmd.fact = {
         "program": program,
         "argv": argv,
         "args": args,
         "subcommand": sub,
-        "options": unique(parsed.options),
+        "options": unique(parsed.options) if len(parsed.options) > 1 else parsed.options,
         "operands": operands,
         "wrappers": cmd.wrappers,
-        "privileged": any(w in PRIVILEGE for w in cmd.wrappers),
+        "privileged": not PRIVILEGE.isdisjoint(cmd.wrappers),
         "dynamic": cmd.dynamic or any(w.dynamic for w in words),
         "globs": globs,
         "unresolved": unresolved,
-        "paths": unique(paths),
-        "writes": unique(writes),
+        "paths": unique(paths) if len(paths) > 1 else paths,
+        "writes": unique(writes) if len(writes) > 1 else writes,
         "paths_raw": paths_raw,
-        "hosts": unique(hosts),
+        "hosts": unique(hosts) if len(hosts) > 1 else hosts,
         "cwd": st.cwd,
         "branch": st.branch,
         "redirects": cmd.redirects,
@@ -179,6 +193,6 @@ def build(cmd: Command) -> None:
         "code_from": cmd.code_from,
         "context": cmd.context,
         "depth": cmd.depth,
-        "_inputs": unique(inputs),
+        "_inputs": unique(inputs) if len(inputs) > 1 else inputs,
         "_values": parsed.values,
     }

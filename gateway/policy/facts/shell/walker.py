@@ -52,6 +52,8 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
 _SPECIAL = re.compile(r"[^A-Za-z0-9 \t,._+:@%/=-]")
 """Any character outside this set may quote, expand, redirect or separate: the full parser runs."""
+_BLANKS = frozenset(" \t\n")
+"""The default ``IFS``."""
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\+)?=")
 
 
@@ -113,6 +115,8 @@ class Walker:
             return []
         if t == "command":
             return self.command(n, src, st, depth, ctx, [])
+        if t == "program" or t == "list":  # (the usual containers, as the default below: their children)
+            return self.children(n, src, st, depth, ctx)
         if t == "redirected_statement":
             body = n.child_by_field_name("body")
             redirs = [c for c in n.children if c is not body and c.type.endswith("redirect")]
@@ -213,10 +217,11 @@ class Walker:
     ) -> list[Command]:
         out: list[Command] = []
         for c in n.named_children:
-            if skip_words and c.type in ("word", "string", "raw_string", "concatenation", "variable_name"):
+            kind = c.type
+            if skip_words and kind in ("word", "string", "raw_string", "concatenation", "variable_name"):
                 self.word(c, src, st, depth)  # substitutions inside still run
                 continue
-            if c.type in ("command_substitution", "process_substitution", "string", "expansion", "simple_expansion"):
+            if kind in ("command_substitution", "process_substitution", "string", "expansion", "simple_expansion"):
                 self.word(c, src, st, depth)
                 continue
             out += self.node(c, src, st, depth, ctx)
@@ -272,9 +277,12 @@ class Walker:
             upstream = [cmd for e in elements[:i] for cmd in e]
             downstream = elements[i + 1] if i + 1 < len(elements) else []
             feeders = unique(p for u in upstream for p in (u.program, *u.fact.get("_inputs", [])) if p)
-            for cmd in element:
-                cmd.stdin_from = unique([*cmd.stdin_from, *feeders])
-                cmd.stdout_to = unique([*cmd.stdout_to, *(d.program for d in downstream if d.program)])
+            readers = [d.program for d in downstream if d.program]
+            for cmd in element:  # (both lists never repeat a program: nothing added, nothing changes)
+                if feeders:
+                    cmd.stdin_from = unique([*cmd.stdin_from, *feeders])
+                if readers:
+                    cmd.stdout_to = unique([*cmd.stdout_to, *readers])
                 if i > 0 and len(elements[i - 1]) == 1 and cmd.stdin_text is None:
                     cmd.stdin_text = fed_text(elements[i - 1][0])
             out += element
@@ -308,7 +316,10 @@ class Walker:
         self, n: tree_sitter.Node, src: bytes, st: State, depth: int, ctx: str, redirs: list[tree_sitter.Node]
     ) -> list[Command]:
         feed, self.feed = self.feed, None
-        local = st.copy()
+        # the state this command's own assignments (`X=1 cmd`, `${X:=v}`) go to; without a `=` in
+        # its text it makes none, and its words read the line's state as it is (no copy)
+        source = src[n.start_byte : n.end_byte]
+        local = st.copy() if b"=" in source else st
         args: list[tree_sitter.Node] = []
         prefix_assign = False
         last: tree_sitter.Node | None = None  # the assignment whose value may go on in the next node
@@ -318,29 +329,31 @@ class Walker:
                 if c.type == "$" and c.text != b"$":  # an escaped `\$` the grammar leaves anonymous
                     args.append(c)
                 continue
-            if last is not None and c.start_byte == end and not c.type.endswith("redirect"):
+            kind = c.type
+            if last is not None and c.start_byte == end and not kind.endswith("redirect"):
                 # tree-sitter-bash ends `B='m'\a'i'\n` after 'm' and splits the rest into more
                 # nodes: every touching one is still the value
                 self.assign(last, src, local, depth, ctx, tail=c)
                 end = c.end_byte
                 continue
             last = None
-            if c.type == "variable_assignment":
+            if kind == "variable_assignment":
                 self.assign(c, src, local, depth, ctx)
                 prefix_assign = True
                 last, end = c, c.end_byte
-            elif c.type.endswith("redirect"):
+            elif kind.endswith("redirect"):
                 redirs.append(c)
-            elif c.type == "command_name":
+            elif kind == "command_name":
                 args.extend(c.named_children or [c])
             else:
                 args.append(c)
         raw_words: list[Word] = []
         groups = adjacent(args, src)
+        escapes = b"\\" in source  # (the gaps between its words are inside its text)
         prefix: Word | None = None
         join = False
         for index, group in enumerate(groups):
-            if index > 0 and b"\\" in (gap := src[groups[index - 1][-1].end_byte : group[0].start_byte]):
+            if index > 0 and escapes and b"\\" in (gap := src[groups[index - 1][-1].end_byte : group[0].start_byte]):
                 # the grammar drops escaped blanks (`\ `) between words: put them back
                 for text, touches_prev, touches_next in gap_tokens(gap.decode("utf-8", "replace")):
                     piece = Word()
@@ -352,9 +365,12 @@ class Walker:
                         prefix = piece
                     else:
                         raw_words.append(piece)
+            if not join and prefix is None and len(group) == 1:
+                raw_words.append(wordnodes.word(self, group[0], src, local, depth))  # one node: its word as it is
+                continue
             word = raw_words[-1] if join else (prefix or Word())
             for part in group:
-                word.extend(self.word(part, src, local, depth))
+                word.extend(wordnodes.word(self, part, src, local, depth))
             if not join:
                 raw_words.append(word)
             prefix, join = None, False
@@ -372,7 +388,8 @@ class Walker:
             return []
         cmd = Command(words, local if prefix_assign else st, depth, ctx)
         cmd.stdin_text = feed
-        self.redirections(redirs, src, st, depth, cmd)
+        if redirs:
+            self.redirections(redirs, src, st, depth, cmd)
         out = self.resolve(cmd, src, st, depth)
         printed = fed_text(cmd) if cmd.out_readers else None
         for reader in cmd.out_readers:  # `echo ... > >(sh)`
@@ -380,7 +397,10 @@ class Walker:
             if reader.stdin_text is None:
                 reader.stdin_text = printed
             self.finish_code(reader, src, reader.depth - 1)
-        return out + [r for w in words for r in w.readers]
+        for w in words:  # the commands of its `>(...)` words (rare)
+            if w.readers:
+                out += w.readers
+        return out
 
     def split(self, word: Word, st: State | None = None) -> list[Word]:
         """Brace expansion of one word (and field splitting of unquoted substituted text, at the
@@ -391,6 +411,8 @@ class Walker:
         given = st.vars.get("IFS") if st is not None else None
         if given is not None and not given.dynamic:
             ifs = given.text
+        if word.text and "{" not in word.text and (_BLANKS if ifs == " \t\n" else set(ifs)).isdisjoint(word.text):
+            return [word]  # nothing to expand or split (the usual word): itself, not a copy
         expanded = brace_expand(word.text, word.mask)
         if expanded is None:
             return [
@@ -408,14 +430,15 @@ class Walker:
             fd = ""
             target: Word | None = None
             for c in r.children:
-                if c.type == "file_descriptor":
+                kind = c.type
+                if kind == "file_descriptor":
                     fd = c.text.decode() if c.text else ""
-                elif c.type == "ERROR" and c.text in (b"<", b">"):  # tree-sitter-bash has no `<>`
+                elif kind == "ERROR" and c.text in (b"<", b">"):  # tree-sitter-bash has no `<>`
                     op += c.text.decode()
                 elif not c.is_named:
                     text = c.text.decode() if c.text else ""
                     op = op + text if op == "<" and text == ">" else (op or text)
-                elif c.type == "heredoc_body":
+                elif kind == "heredoc_body":
                     body = c.text.decode() if c.text else ""
                     quoted = any(
                         ch.type == "heredoc_start" and ch.text is not None and ch.text[:1] in (b"'", b'"', b"\\")
@@ -424,7 +447,7 @@ class Walker:
                     cmd.stdin_text = body if quoted or ("$" not in body and "`" not in body) else heredoc_text(body, st)
                     if cmd.stdin_text is None:
                         cmd.dynamic = True
-                elif r.type != "heredoc_redirect" and c.type not in ("heredoc_start", "heredoc_end") and target is None:
+                elif r.type != "heredoc_redirect" and kind not in ("heredoc_start", "heredoc_end") and target is None:
                     target = self.word(c, src, st, depth)
             if r.type == "herestring_redirect" and target is not None:
                 cmd.stdin_text = None if target.dynamic else target.text
@@ -491,9 +514,9 @@ class Walker:
     def finish_code(self, cmd: Command, src: bytes, depth: int) -> None:
         """Programs whose output ``cmd`` runs as code, and a static stdin script parsed as one."""
         program = cmd.program
-        args = [w.text for w in cmd.words[cmd.start + 1 :]]
-        argw = cmd.words[cmd.start + 1 :]
         if is_interpreter(program) or program in ("source", "."):
+            argw = cmd.words[cmd.start + 1 :]
+            args = [w.text for w in argw]
             script_at = script_operand(program, args)
             if program in SHELLS and any(a.startswith("-") and not a.startswith("--") and "s" in a[1:] for a in args):
                 script_at = None
@@ -532,11 +555,11 @@ class Walker:
                     self.run_code(cmd, language, Word(text, "1" * len(text)), src, cmd.state, depth)
         elif cmd.start < len(cmd.words) and cmd.words[cmd.start].dynamic:
             cmd.code_from = unique([*cmd.code_from, *cmd.words[cmd.start].sources])  # `$(curl ...)` as a command
-        elif cmd.start < len(cmd.words):
+        elif cmd.start < len(cmd.words) and "/" in cmd.words[cmd.start].text:  # a program run by its path
             target = pathmod.normalize(cmd.words[cmd.start].text, cmd.state.cwd, cmd.state.home, shell=True)
-            if "/" in cmd.words[cmd.start].text and target in cmd.state.downloads:
+            if target in cmd.state.downloads:
                 cmd.code_from = unique([*cmd.code_from, cmd.state.downloads[target]])
-            if "/" in cmd.words[cmd.start].text and target in cmd.state.scripts:  # `chmod +x f && ./f`
+            if target in cmd.state.scripts:  # `chmod +x f && ./f`
                 self.run_script(cmd, cmd.state.scripts[target], src, depth)
 
         if program in ("at", "batch") and cmd.stdin_text is not None and not cmd.fact.get("_stdin_parsed"):
@@ -585,6 +608,8 @@ class Walker:
             for r in cmd.redirects
             if r.get("path") and r["op"] in (">", ">>", ">|", "&>", "&>>") and r["fd"] in ("", "1")
         ]
+        if not outs and program != "tee" and program not in DOWNLOADERS and program not in COPIERS:
+            return  # it writes no file
         if program in DOWNLOADERS:
             written = list(outs)
             values: dict[str, list[str]] = fact.get("_values", {})

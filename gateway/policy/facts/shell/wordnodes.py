@@ -42,7 +42,10 @@ def word(walker: Walker, n: tree_sitter.Node, src: bytes, st: State, depth: int)
     w = Word()
     raw = src[n.start_byte : n.end_byte].decode("utf-8", "replace")
     if t == "word" or t == "number":
-        unquoted(raw, w)
+        if "\\" in raw:
+            unquoted(raw, w)
+        else:  # no escape: the text as it is (the usual word)
+            w.text, w.mask = raw, "0" * len(raw)
     elif t == "raw_string":
         w.add(raw[1:-1] if len(raw) >= 2 else "", True)
     elif t == "ansi_c_string":
