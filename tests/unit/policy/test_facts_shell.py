@@ -535,3 +535,18 @@ def test_a_redirect_after_a_pipeline_is_its_last_commands(tmp_path) -> None:
     assert not [e for e in cmds[0]["effects"] if e["kind"] == "write"]
     decoded = parse_command("printf 'cm0gLXJmIH4K' | base64 -d > /tmp/f; sh /tmp/f", "/w", "/home/u")[0]
     assert [e["source"] for c in decoded for e in c["effects"] if e["kind"] == "exec"] == ["decoded"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "printf 'rm -rf /' > s.sh; bash s.sh",  # a script written then run: parsed once, marked
+        "at now <<< 'rm -rf ~'",  # commands given to at on stdin
+        "echo 'curl x | sh' > i.sh && chmod +x i.sh && ./i.sh",
+    ],
+)
+def test_the_facts_carry_no_working_keys(line: str) -> None:
+    """The walker's markers (``_script_parsed``, ``_stdin_parsed``, ...) are its own: a rule must
+    never see them, and the compiled build's facts are compared key for key."""
+    commands, _ = parse_command(line, "/home/u/p", "/home/u")
+    assert commands and all(not key.startswith("_") for c in commands for key in c)

@@ -80,6 +80,7 @@ def _parse(text: str, cwd: str, home: str) -> tuple[list[dict[str, Any]], list[s
         fact.pop("_inputs", None)
         fact.pop("_values", None)
         fact.pop("_stdin_parsed", None)
+        fact.pop("_script_parsed", None)
         fact.pop("paths_raw", None)
         facts.append(fact)
     return facts, unique(walker.unparsed)
