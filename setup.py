@@ -16,7 +16,12 @@ FACTS = Path("gateway/policy/facts")
 INTERPRETED = {FACTS / "programs.py"}
 """Left to the interpreter: the program table's pydantic models (mypyc cannot compile a pydantic
 model; the table is loaded once, at import)."""
-DECISION = ("gateway/policy/index.py", "gateway/policy/memo.py", "gateway/policy/backend.py")
+DECISION = (
+    "gateway/policy/library.py",
+    "gateway/policy/index.py",
+    "gateway/policy/memo.py",
+    "gateway/policy/backend.py",
+)
 ROUTING = ("gateway/routing/context.py", "gateway/routing/cel.py")
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from gateway import __version__
 from gateway.config.models import GatewayConfig, RegistrationDocument
-from gateway.policy.library import RULE_EFFECTS, EffectSpec, PolicyFileSpec, RuleSpec
+from gateway.policy.spec import RULE_EFFECTS, EffectSpec, PolicyFileSpec, RuleSpec
 from gateway.protocol.events import ALL_EVENTS, INTERCEPTABLE, WILDCARD
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.policy.facts import with_facts
-from gateway.policy.library import RULE_EFFECTS, CaseSpec, Library, library_of, load_policies
+from gateway.policy.library import Library, library_of, load_policies
+from gateway.policy.spec import RULE_EFFECTS, CaseSpec
 from gateway.protocol import schemas
 from gateway.protocol.events import INTERCEPTABLE_SET
 from gateway.protocol.methods import INTERCEPT

@@ -13,7 +13,8 @@ from typing import Any
 from gateway.command_result import CommandResult, display, issue_dict, issue_text
 from gateway.policy.cases import CaseResult, run_library
 from gateway.policy.coverage import Coverage, coverage
-from gateway.policy.library import CaseSpec, PolicyError, load_policies
+from gateway.policy.library import PolicyError, load_policies
+from gateway.policy.spec import CaseSpec
 from gateway.routing.cel import Engine
 
 
