@@ -497,10 +497,14 @@ def test_a_rule_that_is_true_always_has_its_need_met() -> None:
         )  # fmt: skip
         facts = activation.values["facts"]
         have = index.tokens(facts, LIBRARY.texts)
-        for rule, need in zip(LIBRARY.rules_for("tool.before"), LIBRARY.needs["tool.before"], strict=True):
+        candidates = LIBRARY.index["tool.before"].candidates(facts)
+        for at, (rule, need) in enumerate(
+            zip(LIBRARY.rules_for("tool.before"), LIBRARY.needs["tool.before"], strict=True)
+        ):
             if rule.program.eval(activation) is True:
                 checked += 1
                 assert index.can_match(need, have), (rule.id, sorted(need or ()), sorted(have), raw)
+                assert at in candidates, (rule.id, LIBRARY.index["tool.before"].rest[at], sorted(have), raw)
     assert checked > 100
 
 
@@ -544,3 +548,37 @@ def test_a_need_is_read_from_the_checked_ast(source: str, need: set[str] | None)
     program = ENGINE.compile(source, "t")
     found = index.need_of(program.serialized())
     assert (set(found) if found is not None else None) == need
+
+
+@pytest.mark.parametrize(
+    ("source", "clauses"),
+    [
+        ("facts.effects.filter(e, e.kind == 'read' && e.path.contains('/.')).size() > 0",
+         [{"effect:read"}, {"text:/."}]),
+        ("facts.tool.kind == 'read' && facts.paths.exists(p, p.contains('/.')) && facts.shell.unparsed",
+         [{"shell:unparsed"}, {"tool:read"}, {"text:/."}]),
+        ("(facts.tool.kind == 'read' && facts.shell.unparsed) || facts.hosts.size() > 0",
+         [{"shell:unparsed", "hosts"}]),
+        ("facts.tool.kind == 'read' && !(facts.paths.exists(p, p.contains('/.')))", [{"tool:read"}]),
+        ("facts.effects.exists(e, e.kind == 'read') && facts.effects.all(e, e.path.contains('/x'))",
+         [{"effect:read"}]),
+    ],
+)  # fmt: skip
+def test_a_requirement_keeps_every_set_a_conjunction_needs(source: str, clauses: list[set[str]]) -> None:
+    """Issue 27: ``a && b`` needs a token of both, the rarest first (the rule's need); ``||``,
+    ``!`` and ``all`` keep nothing more than before."""
+    found = index.requirement_of(ENGINE.compile(source, "t").serialized())
+    assert [set(c) for c in found or ()] == clauses
+
+
+def test_the_index_finds_only_the_rules_whose_every_set_is_met() -> None:
+    """A read of ``src/app.py`` is not a candidate for the rule about reading a credential
+    directory (it needs a read *and* a path holding ``/.``); a read of ``~/.aws`` is."""
+    rules = LIBRARY.rules_for("tool.before")
+    at = next(i for i, r in enumerate(rules) if r.id == "credential-dir-read")
+    built = LIBRARY.index["tool.before"]
+    plain = for_event({"session": SESSION, "tool": {"name": "Bash", "input": {"command": "grep -r x src"}}})
+    hidden = for_event({"session": SESSION, "tool": {"name": "Bash", "input": {"command": "grep -r x ~/.aws"}}})
+    assert at not in built.candidates(plain)
+    assert at in built.candidates(hidden)
+    assert built.candidates(hidden) == sorted(built.candidates(hidden))
