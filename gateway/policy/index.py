@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ahocorasick
+
 from gateway.routing import reads as wire
 
 Need = frozenset[str] | None
@@ -357,24 +359,49 @@ def literals(needs: Iterable[Need]) -> frozenset[str]:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Literals:
-    """:func:`literals` prepared once: (text looked for, token) pairs (a ``start:`` literal is
-    looked for after the newline that begins every path) and (program prefix, token) pairs."""
+    """:func:`literals` prepared once. The text literals are found in one pass over the joined
+    paths by an Aho-Corasick automaton (every occurrence of every literal, overlapping ones
+    included: the same answer as one ``in`` test per literal, at about a fifth of the cost with
+    the bundled library's 55); a ``start:`` literal is looked for after the newline that begins
+    every path. A one-character text (``/``, ``:``) is in nearly every call, so it is taken as
+    present without a search (the rule is then evaluated, never skipped)."""
 
-    texts: tuple[tuple[str, str], ...] = ()
+    automaton: Any = None
+    """The text literals of two characters or more, each with its token (None: there are none)."""
+    present: frozenset[str] = frozenset()
+    """The tokens of the one-character texts."""
     prefixes: tuple[tuple[str, str], ...] = ()
+    """(program prefix, token) pairs."""
 
     @classmethod
     def of(cls, tokens: Iterable[str]) -> Literals:
-        texts, prefixes = [], []
+        automaton = ahocorasick.Automaton()
+        present, prefixes = set(), []
         for token in sorted(tokens):
             kind, _, value = token.partition(":")
             if kind == "prefix":
                 prefixes.append((value, token))
             elif kind in ("text", "start"):
-                texts.append((value if kind == "text" else "\n" + value, token))
-        return cls(tuple(texts), tuple(prefixes))
+                text = value if kind == "text" else "\n" + value
+                if len(text) <= 1:
+                    present.add(token)
+                elif not automaton.exists(text):
+                    automaton.add_word(text, [token])
+                else:  # another token looks for the same text (start:x and text:\nx)
+                    automaton.get(text).append(token)
+        if len(automaton):
+            automaton.make_automaton()
+        return cls(automaton if len(automaton) else None, frozenset(present), tuple(prefixes))
+
+    def found(self, joined: str) -> set[str]:
+        """The text tokens whose literal occurs in ``joined``."""
+        out = set(self.present)
+        if self.automaton is not None:
+            for _, found in self.automaton.iter(joined):
+                out.update(found)
+        return out
 
 
 def tokens(facts: Mapping[str, Any], texts: frozenset[str] = frozenset()) -> frozenset[str]:
@@ -406,12 +433,11 @@ def _tokens(facts: Mapping[str, Any], literals: Literals) -> set[str]:
         out.add("hosts")
     if tool["server"]:
         out.add("mcp")
-    if literals.texts:
+    if literals.automaton is not None or literals.present:
         paths = [*facts["paths"], *(e["path"] for e in effects)]
         for command in commands:
             paths += command["paths"]
-        joined = "\n" + "\n".join(paths).lower()
-        out.update([token for text, token in literals.texts if text in joined])
+        out |= literals.found("\n" + "\n".join(paths).lower())
     if literals.prefixes:
         programs = [c["program"] for c in commands]
         out.update([token for prefix, token in literals.prefixes if any(p.startswith(prefix) for p in programs)])

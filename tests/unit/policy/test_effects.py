@@ -582,3 +582,19 @@ def test_the_index_finds_only_the_rules_whose_every_set_is_met() -> None:
     assert at not in built.candidates(plain)
     assert at in built.candidates(hidden)
     assert built.candidates(hidden) == sorted(built.candidates(hidden))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.text(alphabet="/.a\nb_:", min_size=0, max_size=4), max_size=8),
+    st.text(alphabet="/.a\nb_:x", max_size=40),
+)
+def test_the_literals_are_found_as_one_in_test_each_would_find_them(values: list[str], joined: str) -> None:
+    """The automaton finds every literal that occurs (overlapping, nested, sharing a start); a
+    one-character one counts as present (its rule is evaluated, never skipped)."""
+    tokens = {f"text:{v}" for v in values} | {f"start:{v}" for v in values}
+    found = index.Literals.of(tokens).found(joined)
+    for token in tokens:
+        kind, _, value = token.partition(":")
+        text = value if kind == "text" else "\n" + value
+        assert (token in found) == (text in joined or len(text) <= 1), (token, joined)
