@@ -52,7 +52,9 @@ class Memo:
         paths = self._paths.get(event_type)
         if paths is None:
             return None
-        projection = [event_type, *(_walk(values, path) for path in paths)]
+        projection: list[Any] = [event_type]
+        for path in paths:
+            projection.append(_walk(values, path))
         try:
             key = orjson.dumps(projection)
         except TypeError:  # integers beyond 64 bits, lone surrogates, non-string keys
@@ -70,7 +72,7 @@ class Memo:
     def put(self, key: bytes, results: Results) -> None:
         if key in self._entries:
             return
-        self._entries[key] = (results, tuple(i for i, r in enumerate(results) if r is not False))
+        self._entries[key] = (results, tuple([i for i, r in enumerate(results) if r is not False]))
         self._bytes += len(key)
         while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_KEY_BYTES:
             oldest = next(iter(self._entries))
@@ -85,13 +87,19 @@ def _walk(values: Mapping[str, Any], path: Path) -> list[Any]:
     """``[0, value]`` at ``path``; ``[1, depth]`` when a map lacks the key at ``depth``;
     ``[2, depth, value]`` when the value at ``depth`` is not a map (so cannot be selected from)."""
     value: Any = values
-    for depth, name in enumerate(path):
+    depth = 0
+    for name in path:
         if type(value) is not dict and not (depth == 0 and isinstance(value, Mapping)):
             return [2, depth, value]
-        if name not in value:
+        found = value.get(name, _MISSING)
+        if found is _MISSING:
             return [1, depth]
-        value = value[name]
+        value = found
+        depth += 1
     return [0, value]
+
+
+_MISSING = object()
 
 
 def _finite(value: Any) -> bool:
