@@ -480,5 +480,14 @@ class RuleIndex:
             hits = by_token.get(token)
             if hits is not None:
                 found.update(hits)
+        if not found:
+            return []
         rest = self.rest
-        return sorted(at for at in found if not rest[at] or all(not c.isdisjoint(have) for c in rest[at]))
+        out = []
+        for at in sorted(found):
+            for clause in rest[at]:
+                if clause.isdisjoint(have):
+                    break
+            else:
+                out.append(at)
+        return out

@@ -244,6 +244,8 @@ class Library:
         order: Sequence[int]
         seen: list[bool | None] | None = None
         """Per rule, what the memo is to remember (None: nothing)."""
+        visited: Sequence[int] = ()
+        """The rules that were not known to be false (all others are False in ``seen``)."""
         if known is not None:
             given, order = known[0], range(count) if trace else known[1]
         else:
@@ -258,6 +260,7 @@ class Library:
                 order, found = range(count), [None] * count
             if key is not None:
                 seen = found.copy()
+                visited = order
             batch = self.batches.get(event_type) if len(order) >= BATCH_FROM else None
             results = batch.eval(activation) if batch is not None else None
             if batch is not None and results is not None:
@@ -304,7 +307,7 @@ class Library:
             if kind == "deny" or chosen is ASK_FOR_DENY:
                 break  # an ask standing in for a deny ends the evaluation as the deny would
         if memo is not None and key is not None and seen is not None:
-            memo.put(key, tuple(seen))
+            memo.put(key, tuple(seen), tuple([at for at in visited if seen[at] is not False]))
         return Evaluation(effects, entries)
 
 
