@@ -457,6 +457,8 @@ class RuleIndex:
     by_token: Mapping[str, tuple[int, ...]]
     rest: tuple[tuple[frozenset[str], ...], ...]
     literals: Literals
+    none: tuple[bool, ...]
+    """Every rule false: the results of an event that is no rule's candidate."""
 
     @classmethod
     def of(cls, requirements: Sequence[Clauses], literals: Literals) -> RuleIndex:
@@ -469,7 +471,8 @@ class RuleIndex:
             for token in clauses[0]:
                 by_token.setdefault(token, []).append(at)
         rest = tuple(clauses[1:] if clauses is not None else () for clauses in requirements)
-        return cls(tuple(always), {t: tuple(at) for t, at in by_token.items()}, rest, literals)
+        by = {t: tuple(at) for t, at in by_token.items()}
+        return cls(tuple(always), by, rest, literals, (False,) * len(requirements))
 
     def candidates(self, facts: Mapping[str, Any]) -> list[int]:
         """The positions, in order, of the rules ``facts`` can make true (the others are false)."""

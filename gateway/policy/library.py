@@ -253,6 +253,10 @@ class Library:
             facts = activation.values.get("facts") if index is not None else None
             if index is not None and isinstance(facts, Mapping):
                 order = index.candidates(facts)
+                if not order and not trace:  # most calls: no rule can be true, nothing to evaluate
+                    if memo is not None and key is not None:
+                        memo.put(key, index.none, ())
+                    return Evaluation(effects, entries)
                 found: list[bool | None] = [False] * count
                 for at in order:
                     found[at] = None
