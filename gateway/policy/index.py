@@ -420,8 +420,7 @@ def _tokens(facts: Mapping[str, Any], literals: Literals) -> set[str]:
         out.add("effect:" + effect["kind"])
     for command in commands:
         out.add("program:" + command["program"])
-        if command["subcommand"]:
-            out.add("sub:" + command["subcommand"])
+        out.add("sub:" + command["subcommand"])  # also "sub:" for none: a rule may compare with ''
     shell = facts["shell"]
     if shell["present"]:
         out.add("shell:present")

@@ -598,3 +598,18 @@ def test_the_literals_are_found_as_one_in_test_each_would_find_them(values: list
         kind, _, value = token.partition(":")
         text = value if kind == "text" else "\n" + value
         assert (token in found) == (text in joined or len(text) <= 1), (token, joined)
+
+
+def test_a_command_without_a_subcommand_meets_a_comparison_with_the_empty_one(tmp_path: Any) -> None:
+    """``c.subcommand == ''`` is true for a bare ``git``: the index must not skip the rule (the
+    event has the token ``sub:`` then, as a command with a subcommand has ``sub:<name>``)."""
+    path = tmp_path / "bare.yaml"
+    path.write_text(
+        "namespace: org.example.t\nrules:\n  - id: bare-git\n    events: [tool.before]\n"
+        "    when: \"facts.commands.exists(c, c.program == 'git' && c.subcommand == '')\"\n"
+        "    deny: {reason: bare}\n",
+        encoding="utf-8",
+    )
+    library = load_policies([path], ENGINE)
+    facts = for_event({"session": SESSION, "tool": {"name": "Bash", "input": {"command": "git"}}})
+    assert library.index["tool.before"].candidates(facts) == [0]
