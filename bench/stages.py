@@ -10,7 +10,10 @@ Stages (each includes the ones above it):
 - ``decision``: ``Gateway.handle`` on the bundled default without telemetry (the front end's
   parse and validation, routing, the local backend: memo, facts, rule index, CEL; settlement,
   the answer's encoding);
-- ``logged``: the same with the default's telemetry (decision log to a file, metrics).
+- ``logged``: the same with the default's telemetry (decision log to a file, metrics);
+- ``rest`` and ``rest-logged``: ``decision`` and ``logged`` with the facts of every prepared call
+  derived before the count (looked up by event id instead): everything in a decision but the
+  facts. Run both counts with ``PYTHONHASHSEED=0`` so their sets are laid out alike.
 
 The HTTP server's share is the live S8 count (``bench.instructions --only S8``) less ``logged``.
 """
@@ -24,7 +27,7 @@ import orjson
 
 from bench import inprocess, realmix
 
-STAGES = ("facts", "decision", "logged")
+STAGES = ("facts", "decision", "logged", "rest", "rest-logged")
 WARM = 300
 PREPARED = 2000
 """Calls prepared (renamed and encoded) in every run, counted or not: the preparation is the
@@ -48,10 +51,23 @@ def main(argv: list[str]) -> None:
         for event in events[WARM : WARM + n]:
             for_event(event)
         return
-    gw = inprocess.gateway(True, telemetry=stage == "logged")
+    if stage.startswith("rest"):
+        _facts_known([*warm, *bodies])
+    gw = inprocess.gateway(True, telemetry=stage in ("logged", "rest-logged"))
     asyncio.run(inprocess.measure_mix(gw, [], warm))
     if n:
         asyncio.run(inprocess.measure_mix(gw, [], bodies[:n]))
+
+
+def _facts_known(bodies: list[bytes]) -> None:
+    """Derive the facts of ``bodies`` now; a decision then looks its event's up by id."""
+    from gateway.policy import facts
+
+    known = {}
+    for body in bodies:
+        event = orjson.loads(body)["params"]["event"]
+        known[event["id"]] = facts.for_event(event)
+    facts.for_event = lambda event: known[event["id"]]
 
 
 if __name__ == "__main__":

@@ -44,6 +44,11 @@ class Observability:
         self.decisions = decisions
         self.propagate = propagate
         self.spans = Spans() if spans else None
+        self._series: dict[tuple[str, str, str | None], tuple[Any, Any, Any, Any]] = {}
+        """Per (event type label, outcome, native harness): a decision's four series (no label
+        tuple built and looked up four times per decision; the keys are the labels, as bounded)."""
+        self._steps: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        """Per (upstream, transport, result): a called step's two series."""
 
     async def render(self) -> tuple[bytes, str]:
         return self.metrics.render()
@@ -95,14 +100,17 @@ class Observability:
 
     def settled(self, decision: Decision, trace: Any = None) -> None:
         m = self.metrics
-        etype = event_label(decision.event_type)
         outcome = "error" if decision.rpc_error is not None else decision.outcome.value
-        m.child(m.requests, INTERCEPT, etype, outcome).inc()
-        harness = native_harness(decision.source)
-        if harness is not None:
-            m.child(m.native_requests, harness, etype, outcome).inc()
-        m.child(m.duration, INTERCEPT, etype).observe(decision.total)
-        m.child(m.overhead, INTERCEPT, etype).observe(max(0.0, decision.total - decision.upstream_wait))
+        key = (event_label(decision.event_type), outcome, native_harness(decision.source))
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._request_series(*key)
+        requests, native, duration, overhead = series
+        requests.inc()
+        if native is not None:
+            native.inc()
+        duration.observe(decision.total)
+        overhead.observe(max(0.0, decision.total - decision.upstream_wait))
         for step in decision.steps:
             if step.outcome in (StepOutcome.NOT_CALLED, StepOutcome.CANCELLED):
                 continue
@@ -110,9 +118,15 @@ class Observability:
                 if step.outcome is StepOutcome.FAILED_OPEN:
                     m.child(m.fail_open, step.hook_id, step.failure or "unknown").inc()
                 continue
-            m.child(m.upstream_duration, step.hook_id, step.kind).observe(step.latency)
             result = step.failure or ("deny" if step.outcome is StepOutcome.DENY else "ok")
-            m.child(m.upstream_calls, step.hook_id, result).inc()
+            calls = self._steps.get((step.hook_id, step.kind, result))
+            if calls is None:
+                calls = self._steps[(step.hook_id, step.kind, result)] = (
+                    m.child(m.upstream_duration, step.hook_id, step.kind),
+                    m.child(m.upstream_calls, step.hook_id, result),
+                )
+            calls[0].observe(step.latency)
+            calls[1].inc()
             if step.outcome is StepOutcome.FAILED_OPEN:
                 m.child(m.fail_open, step.hook_id, step.failure or "unknown").inc()
         if decision.outcome is Outcome.DENY and decision.decided_by:
@@ -133,6 +147,16 @@ class Observability:
         if self.decisions is not None:
             decision.wall_time = time.time()
             self.decisions.write(decision)
+
+    def _request_series(self, etype: str, outcome: str, harness: str | None) -> tuple[Any, Any, Any, Any]:
+        """The series one decision counts in (:meth:`settled`), looked up once per key."""
+        m = self.metrics
+        return (
+            m.child(m.requests, INTERCEPT, etype, outcome),
+            m.child(m.native_requests, harness, etype, outcome) if harness is not None else None,
+            m.child(m.duration, INTERCEPT, etype),
+            m.child(m.overhead, INTERCEPT, etype),
+        )
 
     def inflight(self, delta: int) -> None:
         self.metrics.inflight.inc(delta)

@@ -45,8 +45,10 @@ class _HexIds:
         return value if value.strip("0") else self.take(digits)
 
     def pair(self) -> tuple[str, str]:
-        """A new trace id and span id (32 and 16 digits)."""
-        return self.take(32), self.take(16)
+        """A new trace id and span id (32 and 16 digits), cut from one take."""
+        both = self.take(48)
+        trace_id, span_id = both[:32], both[32:]
+        return (trace_id, span_id) if trace_id.strip("0") and span_id.strip("0") else self.pair()
 
 
 _ids = _HexIds()

@@ -31,7 +31,7 @@ from gateway.config.issues import Issue, json_path
 from gateway.config.load import line_of, read_source, validation_issues
 from gateway.policy import index as indexing
 from gateway.policy.facts import INPUTS, references_facts
-from gateway.policy.index import Need
+from gateway.policy.index import Clauses, Need, RuleIndex
 from gateway.policy.memo import Memo
 from gateway.policy.spec import AskSpec, DenySpec, EffectSpec, PolicyFileSpec, RuleSpec
 from gateway.protocol.events import ALL_EVENTS, matches
@@ -105,7 +105,9 @@ class Library:
     """Per event type, each rule's need (:mod:`gateway.policy.index`), aligned with
     :meth:`rules_for`; absent when no rule there can be indexed."""
     texts: frozenset[str] = frozenset()
-    """The literals the needs look for in the event's paths (:func:`index.literals`)."""
+    """The literals the rules' requirements look for in the event's paths (:func:`index.literals`)."""
+    index: Mapping[str, RuleIndex] = field(default_factory=dict)
+    """Per event type where some rule has a need, its rules by token (:class:`index.RuleIndex`)."""
 
     def rules_for(self, event_type: str) -> tuple[Rule, ...]:
         found = self.by_event.get(event_type)
@@ -118,51 +120,64 @@ class Library:
     ) -> Evaluation:
         """Rules in file order; the first deny ends evaluation. An evaluation error is an
         operational failure of this backend (its failure policy applies). Results come from the
-        memo when an earlier event agreed on everything the rules read."""
+        memo when an earlier event agreed on everything the rules read; otherwise only the rules
+        the index finds for the event's facts are evaluated (the others are false)."""
         advertised = caps.get("effects", ())
         effects: list[dict[str, Any]] = []
         entries: list[TraceEntry] = []
         asked = False
         rules = self.rules_for(event_type)
+        count = len(rules)
         memo = self.memo
         key = memo.key(event_type, activation.given) if memo is not None else None
         known = memo.get(key) if memo is not None and key is not None else None
-        results: Sequence[bool | None] | None = None
-        slots: Sequence[int] | None = None
-        indices: Sequence[int] = range(len(rules))
-        skipped: frozenset[int] = frozenset()
+        given: Sequence[bool | None]
+        """Per rule, its result when known without evaluating it (None: evaluate it)."""
+        order: Sequence[int]
+        seen: list[bool | None] | None = None
+        """Per rule, what the memo is to remember (None: nothing)."""
+        visited: Sequence[int] = ()
+        """The rules that were not known to be false (all others are False in ``seen``)."""
         if known is not None:
-            results, slots = known[0], indices
-            if not trace:  # the rules that were False stay False
-                indices = known[1]
+            given, order = known[0], range(count) if trace else known[1]
         else:
-            needs = self.needs.get(event_type)
-            if needs is not None:
-                facts = activation.values.get("facts")
-                have = indexing.tokens(facts, self.texts) if isinstance(facts, Mapping) else None
-                if have is not None:  # the rules that cannot match are false without evaluation
-                    indices = [i for i, need in enumerate(needs) if indexing.can_match(need, have)]
-                    skipped = frozenset(range(len(rules))) - frozenset(indices)
-            batch = self.batches.get(event_type) if len(indices) >= BATCH_FROM else None
+            index = self.index.get(event_type)
+            facts = activation.values.get("facts") if index is not None else None
+            if index is not None and isinstance(facts, Mapping):
+                order = index.candidates(facts)
+                if not order and not trace:  # most calls: no rule can be true, nothing to evaluate
+                    if memo is not None and key is not None:
+                        memo.put(key, index.none, ())
+                    return Evaluation(effects, entries)
+                found: list[bool | None] = [False] * count
+                for at in order:
+                    found[at] = None
+            else:
+                order, found = range(count), [None] * count
+            if key is not None:
+                seen = found.copy()
+                visited = order
+            batch = self.batches.get(event_type) if len(order) >= BATCH_FROM else None
             results = batch.eval(activation) if batch is not None else None
-            slots = batch.slots if batch is not None and results is not None else None
-        seen: list[bool | None] = (
-            [False if at in skipped else None for at in range(len(rules))] if skipped else [None] * len(rules)
-        )
-        if trace and skipped:
-            indices = range(len(rules))
-        for at in indices:
+            if batch is not None and results is not None:
+                slots = batch.slots
+                for at in order:
+                    if slots[at] >= 0:
+                        found[at] = results[slots[at]]
+            given = found
+            if trace:
+                order = range(count)
+        for at in order:
             rule = rules[at]
-            if at in skipped:
-                entries.append(TraceEntry(rule.id, rule.file, False, None))
-                continue
-            slot = slots[at] if slots is not None else -1
-            known_result = results[slot] if results is not None and slot >= 0 else None
-            result = rule.program.eval(activation) if known_result is None else known_result
-            if isinstance(result, EvalError):
-                entry = TraceEntry(rule.id, rule.file, result.message, None)
-                return Evaluation(effects, [*entries, entry], entry)
-            seen[at] = result
+            result = given[at]
+            if result is None:
+                evaluated = rule.program.eval(activation)
+                if isinstance(evaluated, EvalError):
+                    entry = TraceEntry(rule.id, rule.file, evaluated.message, None)
+                    return Evaluation(effects, [*entries, entry], entry)
+                result = evaluated
+            if seen is not None:
+                seen[at] = result
             if not result:
                 if trace:
                     entries.append(TraceEntry(rule.id, rule.file, False, None))
@@ -187,8 +202,8 @@ class Library:
                 effects.append(_effect(chosen, rule))
             if kind == "deny" or chosen is ASK_FOR_DENY:
                 break  # an ask standing in for a deny ends the evaluation as the deny would
-        if memo is not None and key is not None and known is None:
-            memo.put(key, tuple(seen))
+        if memo is not None and key is not None and seen is not None:
+            memo.put(key, tuple(seen), tuple([at for at in visited if seen[at] is not False]))
         return Evaluation(effects, entries)
 
 
@@ -313,24 +328,31 @@ def library_of(files: Sequence[PolicyFile], engine: Engine) -> Library:
         if (batch := compiled[key]) is not None:
             batches[event] = batch
     uses = any(references_facts(r.program.source) for r in rules)
-    needs = _needs(by_event) if uses else {}
-    texts = indexing.literals(n for per_event in needs.values() for n in per_event)
-    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event), needs, texts)
+    requirements = _requirements(by_event) if uses else {}
+    needs = {
+        event: tuple(None if c is None else indexing.need_of_clauses(c) for c in per_event)
+        for event, per_event in requirements.items()
+    }
+    texts = indexing.literals(c for per_event in requirements.values() for r in per_event for c in r or ())
+    literals = indexing.Literals.of(texts)
+    index = {event: RuleIndex.of(per_event, literals) for event, per_event in requirements.items()}
+    return Library(tuple(files), rules, by_event, batches, uses, _memo(by_event), needs, texts, index)
 
 
 BATCH_FROM = 4
 """Rules left after indexing from which one batched engine call beats one call per rule."""
 
 
-def _needs(by_event: Mapping[str, tuple[Rule, ...]]) -> dict[str, tuple[Need, ...]]:
-    """Each rule's need (:mod:`gateway.policy.index`), for the event types where some rule has one."""
-    found: dict[int, Need] = {}
-    out: dict[str, tuple[Need, ...]] = {}
+def _requirements(by_event: Mapping[str, tuple[Rule, ...]]) -> dict[str, tuple[Clauses, ...]]:
+    """Each rule's requirement (:mod:`gateway.policy.index`), for the event types where some rule
+    has one."""
+    found: dict[int, Clauses] = {}
+    out: dict[str, tuple[Clauses, ...]] = {}
     for event, rules in by_event.items():
         needs = []
         for rule in rules:
             if id(rule) not in found:
-                found[id(rule)] = indexing.need_of(rule.program.serialized())
+                found[id(rule)] = indexing.requirement_of(rule.program.serialized())
             needs.append(found[id(rule)])
         if any(n is not None for n in needs):
             out[event] = tuple(needs)

@@ -52,7 +52,7 @@ class Memo:
         paths = self._paths.get(event_type)
         if paths is None:
             return None
-        projection = [event_type, *(_walk(values, path) for path in paths)]
+        projection = [event_type, *[_walk(values, path) for path in paths]]
         try:
             key = orjson.dumps(projection)
         except TypeError:  # integers beyond 64 bits, lone surrogates, non-string keys
@@ -67,10 +67,14 @@ class Memo:
             self._entries[key] = found  # most recently used last
         return found
 
-    def put(self, key: bytes, results: Results) -> None:
+    def put(self, key: bytes, results: Results, visit: tuple[int, ...] | None = None) -> None:
+        """``visit``: the positions in ``results`` that are not False, when the caller knows them
+        (the evaluation that produced the results visited only those)."""
         if key in self._entries:
             return
-        self._entries[key] = (results, tuple(i for i, r in enumerate(results) if r is not False))
+        if visit is None:
+            visit = tuple([i for i, r in enumerate(results) if r is not False])
+        self._entries[key] = (results, visit)
         self._bytes += len(key)
         while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_KEY_BYTES:
             oldest = next(iter(self._entries))
@@ -85,13 +89,21 @@ def _walk(values: Mapping[str, Any], path: Path) -> list[Any]:
     """``[0, value]`` at ``path``; ``[1, depth]`` when a map lacks the key at ``depth``;
     ``[2, depth, value]`` when the value at ``depth`` is not a map (so cannot be selected from)."""
     value: Any = values
-    for depth, name in enumerate(path):
-        if type(value) is not dict and not (depth == 0 and isinstance(value, Mapping)):
+    if not isinstance(value, Mapping):
+        return [2, 0, value]
+    value = value.get(path[0], _MISSING)
+    if value is _MISSING:
+        return [1, 0]
+    for depth in range(1, len(path)):
+        if type(value) is not dict:
             return [2, depth, value]
-        if name not in value:
+        value = value.get(path[depth], _MISSING)
+        if value is _MISSING:
             return [1, depth]
-        value = value[name]
     return [0, value]
+
+
+_MISSING = object()
 
 
 def _finite(value: Any) -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 
 from gateway.settle.reply import Accepted
 
+_OPTIONAL_KEYS = frozenset(("flow", "instructions", "injections"))
+
 
 @dataclass(slots=True)
 class ChainState:
@@ -48,7 +50,7 @@ class ChainState:
             injections=list(state.get("injections", ())),
             remaining=remaining,
             initial_permission=state["permission"],
-            state_keys=frozenset(k for k in ("flow", "instructions", "injections") if k in state),
+            state_keys=frozenset(state.keys() & _OPTIONAL_KEYS),
         )
 
     @property

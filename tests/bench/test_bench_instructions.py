@@ -47,7 +47,7 @@ def test_each_stage_runs_the_calls_it_is_given(tmp_path: Path) -> None:
         realmix.load_cases()
     except realmix.CorpusMissing:
         pytest.skip("the realcmds corpus is not beside the checkout")
-    for stage in ("facts", "decision"):
+    for stage in ("facts", "decision", "rest"):
         done = subprocess.run(
             [sys.executable, "-m", "bench.stages", stage, "3", "7"], cwd=ROOT, capture_output=True, timeout=300
         )

@@ -497,10 +497,14 @@ def test_a_rule_that_is_true_always_has_its_need_met() -> None:
         )  # fmt: skip
         facts = activation.values["facts"]
         have = index.tokens(facts, LIBRARY.texts)
-        for rule, need in zip(LIBRARY.rules_for("tool.before"), LIBRARY.needs["tool.before"], strict=True):
+        candidates = LIBRARY.index["tool.before"].candidates(facts)
+        for at, (rule, need) in enumerate(
+            zip(LIBRARY.rules_for("tool.before"), LIBRARY.needs["tool.before"], strict=True)
+        ):
             if rule.program.eval(activation) is True:
                 checked += 1
                 assert index.can_match(need, have), (rule.id, sorted(need or ()), sorted(have), raw)
+                assert at in candidates, (rule.id, LIBRARY.index["tool.before"].rest[at], sorted(have), raw)
     assert checked > 100
 
 
@@ -544,3 +548,68 @@ def test_a_need_is_read_from_the_checked_ast(source: str, need: set[str] | None)
     program = ENGINE.compile(source, "t")
     found = index.need_of(program.serialized())
     assert (set(found) if found is not None else None) == need
+
+
+@pytest.mark.parametrize(
+    ("source", "clauses"),
+    [
+        ("facts.effects.filter(e, e.kind == 'read' && e.path.contains('/.')).size() > 0",
+         [{"effect:read"}, {"text:/."}]),
+        ("facts.tool.kind == 'read' && facts.paths.exists(p, p.contains('/.')) && facts.shell.unparsed",
+         [{"shell:unparsed"}, {"tool:read"}, {"text:/."}]),
+        ("(facts.tool.kind == 'read' && facts.shell.unparsed) || facts.hosts.size() > 0",
+         [{"shell:unparsed", "hosts"}]),
+        ("facts.tool.kind == 'read' && !(facts.paths.exists(p, p.contains('/.')))", [{"tool:read"}]),
+        ("facts.effects.exists(e, e.kind == 'read') && facts.effects.all(e, e.path.contains('/x'))",
+         [{"effect:read"}]),
+    ],
+)  # fmt: skip
+def test_a_requirement_keeps_every_set_a_conjunction_needs(source: str, clauses: list[set[str]]) -> None:
+    """Issue 27: ``a && b`` needs a token of both, the rarest first (the rule's need); ``||``,
+    ``!`` and ``all`` keep nothing more than before."""
+    found = index.requirement_of(ENGINE.compile(source, "t").serialized())
+    assert [set(c) for c in found or ()] == clauses
+
+
+def test_the_index_finds_only_the_rules_whose_every_set_is_met() -> None:
+    """A read of ``src/app.py`` is not a candidate for the rule about reading a credential
+    directory (it needs a read *and* a path holding ``/.``); a read of ``~/.aws`` is."""
+    rules = LIBRARY.rules_for("tool.before")
+    at = next(i for i, r in enumerate(rules) if r.id == "credential-dir-read")
+    built = LIBRARY.index["tool.before"]
+    plain = for_event({"session": SESSION, "tool": {"name": "Bash", "input": {"command": "grep -r x src"}}})
+    hidden = for_event({"session": SESSION, "tool": {"name": "Bash", "input": {"command": "grep -r x ~/.aws"}}})
+    assert at not in built.candidates(plain)
+    assert at in built.candidates(hidden)
+    assert built.candidates(hidden) == sorted(built.candidates(hidden))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.text(alphabet="/.a\nb_:", min_size=0, max_size=4), max_size=8),
+    st.text(alphabet="/.a\nb_:x", max_size=40),
+)
+def test_the_literals_are_found_as_one_in_test_each_would_find_them(values: list[str], joined: str) -> None:
+    """The automaton finds every literal that occurs (overlapping, nested, sharing a start); a
+    one-character one counts as present (its rule is evaluated, never skipped)."""
+    tokens = {f"text:{v}" for v in values} | {f"start:{v}" for v in values}
+    found = index.Literals.of(tokens).found(joined)
+    for token in tokens:
+        kind, _, value = token.partition(":")
+        text = value if kind == "text" else "\n" + value
+        assert (token in found) == (text in joined or len(text) <= 1), (token, joined)
+
+
+def test_a_command_without_a_subcommand_meets_a_comparison_with_the_empty_one(tmp_path: Any) -> None:
+    """``c.subcommand == ''`` is true for a bare ``git``: the index must not skip the rule (the
+    event has the token ``sub:`` then, as a command with a subcommand has ``sub:<name>``)."""
+    path = tmp_path / "bare.yaml"
+    path.write_text(
+        "namespace: org.example.t\nrules:\n  - id: bare-git\n    events: [tool.before]\n"
+        "    when: \"facts.commands.exists(c, c.program == 'git' && c.subcommand == '')\"\n"
+        "    deny: {reason: bare}\n",
+        encoding="utf-8",
+    )
+    library = load_policies([path], ENGINE)
+    facts = for_event({"session": SESSION, "tool": {"name": "Bash", "input": {"command": "git"}}})
+    assert library.index["tool.before"].candidates(facts) == [0]
