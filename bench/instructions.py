@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -125,7 +126,8 @@ def measure(key: str, n: int, workdir: Path, mix: realmix.Mix | None = None, war
     scenario = next(s for s in ALL if s.key == key)
     if scenario.under_test != "gateway" or scenario.stubs > 1:
         raise BenchError(f"{key}: only gateway scenarios with at most one upstream are counted")
-    procs = Processes(workdir, {})
+    # nothing of the caller's environment but its PYTHONPATH (bench.compiled: the compiled build)
+    procs = Processes(workdir, {k: v for k, v in os.environ.items() if k == "PYTHONPATH"})
     try:
         stub_port, port, admin = free_port(), free_port(), free_port()
         waited = []

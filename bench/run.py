@@ -45,7 +45,6 @@ from bench.procs import (  # noqa: E402
 )
 from bench.scenarios import ALL, BY_KEY, REPO, Scenario, gateway_config  # noqa: E402
 from bench.wrk import find_wrk, lua_script, run_wrk  # noqa: E402
-from gateway.build import facts_build  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results"
 STARTUP_DEADLINE_S = 90.0
@@ -174,6 +173,16 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+def facts_build_of(env: dict[str, str], cwd: Path) -> str:
+    """The build (``compiled`` or ``interpreted``) the gateway processes of this run import: asked
+    with their environment and from their directory, not the runner's."""
+    probe = "from gateway.build import facts_build; print(facts_build())"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+    return proc.stdout.strip() or "unknown"
+
+
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "cpu_model": "unknown",
@@ -184,7 +193,6 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "system": platform.system(),
         "machine": platform.machine(),
-        "facts": facts_build(),
     }
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
@@ -966,13 +974,15 @@ def main(argv: list[str] | None = None) -> int:
     if aux_cpus:
         os.sched_setaffinity(0, set(aux_cpus))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    # the caller's path first (bench.compiled puts the compiled build there), then the checkout for bench
+    env["PYTHONPATH"] = os.pathsep.join([*filter(None, [env.get("PYTHONPATH")]), str(REPO)])
     workdir = Path(tempfile.mkdtemp(prefix="ahp-bench-"))
     procs = Processes(workdir, env)
     ctx = Context(settings, sys.executable, wrk, workdir, procs, test_cpus, aux_cpus, cores=cores)
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     started = datetime.now(UTC).replace(microsecond=0).isoformat()
     machine = machine_info()
+    machine["facts"] = facts_build_of(env, workdir)
     failed = False
     t0 = time.monotonic()
     try:
