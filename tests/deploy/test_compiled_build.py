@@ -31,12 +31,10 @@ from gateway.policy.facts import for_event
 from gateway.telemetry import NullTelemetry
 from tests.support.paths import ROOT
 from tests.support.processes import run_group
+from tests.support.realcmds import body, cases
 
 pytestmark = [pytest.mark.deploy, pytest.mark.slow]
 
-DATA = ROOT.parent / "shared" / "realcmds"
-DEFAULT_ROOT = "/home/dev/proj"
-CAPABILITIES = {"effects": ["deny", "ask", "message"]}
 BUILD_TIMEOUT = 900
 """Seconds for mypyc and the C compiler (about 70 s on one idle core)."""
 
@@ -60,38 +58,6 @@ facts = [for_event(orjson.loads(b)["params"]["event"]) for b in bodies]
 out = {"facts": facts, "answers": asyncio.run(answers())}
 sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_SORT_KEYS))
 """
-
-
-def _cases(name: str) -> list[dict[str, Any]]:
-    path = DATA / name
-    if not path.is_file():
-        reason = f"real-traffic data not found: {path} (expected beside the repository)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    assert isinstance(data, list) and data
-    return data
-
-
-def _event(n: int, case: dict[str, Any]) -> dict[str, Any]:
-    """A ``tool.before`` event of one case, as Claude Code's adapter sends it."""
-    session = case.get("session") or {}
-    return {
-        "id": f"evt-{n}",
-        "source": "urn:ahp:harness:claude-code:realcmds",
-        "type": "tool.before",
-        "time": "2026-01-01T00:00:00Z",
-        "harness": {"name": "claude-code", "version": "2.0.0"},
-        "session": {
-            "id": "sess-realcmds",
-            "cwd": session.get("cwd", DEFAULT_ROOT),
-            "workspaceRoots": session.get("workspaceRoots", [DEFAULT_ROOT]),
-        },
-        "call": {"id": f"call-{n}"},
-        "path": "main/tool",
-        "tool": {"name": case["tool"], "origin": "native", "input": case["input"]},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -118,23 +84,13 @@ def _run_compiled(src: Path, bodies: list[str]) -> dict[str, Any]:
     return out
 
 
-def _body(n: int, case: dict[str, Any]) -> str:
-    request = {
-        "jsonrpc": "2.0",
-        "id": f"evt-{n}",
-        "method": "hooks/intercept",
-        "params": {"protocolVersion": "draft", "event": _event(n, case), "capabilities": CAPABILITIES},
-    }
-    return json.dumps(request, ensure_ascii=False)
-
-
 def _answers(bodies: list[str]) -> list[str]:
     gateway = Assembly(load(None), telemetry=NullTelemetry()).gateway
 
     async def run() -> list[str]:
         out = []
-        for body in bodies:
-            answer = (await gateway.handle(body.encode(), {})).answer
+        for each in bodies:
+            answer = (await gateway.handle(each.encode(), {})).answer
             assert answer is not None
             out.append(answer.decode())
         return out
@@ -153,7 +109,7 @@ def test_the_checkout_reports_interpreted_facts() -> None:
 def test_the_compiled_build_derives_the_same_facts_and_answers_on_real_calls(compiled: Path, name: str) -> None:
     """Every real call as the default gateway answers it (the same request path as the HTTP front
     end, minus the socket): the facts and the whole answer, byte for byte."""
-    bodies = [_body(n, c) for n, c in enumerate(_cases(name))]
+    bodies = [body(n, c).decode() for n, c in enumerate(cases(name))]
     got = _run_compiled(compiled, bodies)
     facts = [
         orjson.loads(orjson.dumps(for_event(json.loads(b)["params"]["event"]), option=orjson.OPT_SORT_KEYS))

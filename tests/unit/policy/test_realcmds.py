@@ -18,67 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterable
 from typing import Any
-
-import pytest
 
 from gateway.assemble import Assembly
 from gateway.config.load import load
 from gateway.telemetry import NullTelemetry
 from tests.support.paths import ROOT as REPO
+from tests.support.realcmds import CAPABILITIES, body, cases, event
 
-DATA = REPO.parent / "shared" / "realcmds"
-DEFAULT_ROOT = "/home/dev/proj"
-"""Workspace root and cwd of every case without a ``session`` of its own (SOURCES.md)."""
-CAPABILITIES = {"effects": ["deny", "ask", "message"]}
 BLOCKING = ("deny", "ask")
-
 MAX_FALSE_POSITIVES = 3
 """Benign calls of ``corpus.json`` the library may still deny or ask about."""
 DANGEROUS_FLOOR = 71
 """Calls of ``dangerous.json`` that must be flagged: every one of them (issue 26)."""
-
-
-def cases(name: str) -> list[dict[str, Any]]:
-    path = DATA / name
-    if not path.is_file():
-        reason = f"real-traffic data not found: {path} (see issue 26; expected beside the repository)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    assert isinstance(data, list) and data, f"{path}: expected a non-empty list of cases"
-    return data
-
-
-def event(n: int, case: dict[str, Any]) -> dict[str, Any]:
-    """A ``tool.before`` event of one case, as Claude Code's adapter sends it."""
-    session = case.get("session") or {}
-    cwd = session.get("cwd", DEFAULT_ROOT)
-    roots = session.get("workspaceRoots", [DEFAULT_ROOT])
-    return {
-        "id": f"evt-real-{n}",
-        "source": "urn:ahp:harness:claude-code:realcmds",
-        "type": "tool.before",
-        "time": "2026-01-01T00:00:00Z",
-        "harness": {"name": "claude-code", "version": "2.0.0"},
-        "session": {"id": "sess-realcmds", "cwd": cwd, "workspaceRoots": roots},
-        "call": {"id": f"call-real-{n}"},
-        "path": "main/tool",
-        "tool": {"name": case["tool"], "origin": "native", "input": case["input"]},
-    }
-
-
-def body(n: int, case: dict[str, Any]) -> bytes:
-    request = {
-        "jsonrpc": "2.0",
-        "id": f"evt-real-{n}",
-        "method": "hooks/intercept",
-        "params": {"protocolVersion": "draft", "event": event(n, case), "capabilities": CAPABILITIES},
-    }
-    return json.dumps(request, ensure_ascii=False).encode()
 
 
 def decisions(items: Iterable[dict[str, Any]]) -> list[list[dict[str, Any]]]:
