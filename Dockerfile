@@ -26,9 +26,9 @@ COPY . .
 # UNAUTHENTICATED at start): this default is for trying the image; production mounts a
 # configuration with `inbound.auth` (the Helm chart defaults to bearer tokens from a Secret). The
 # policy library sits next to it, where the default's relative `policies/` path points.
-# The policy facts are compiled by mypyc (setup.py; 1.6x faster decisions on real tool calls,
-# docs/design/performance.md): a C compiler, and Python's headers where the base lacks them, in this
-# stage only. --build-arg AHP_GATEWAY_MYPYC=0 builds the interpreted package instead.
+# The policy backend's hot path is compiled by mypyc (setup.py; the facts of a new command 2-2.5x
+# faster, docs/design/performance.md "The compiled build"): a C compiler, and Python's headers where
+# the base lacks them, in this stage only. --build-arg AHP_GATEWAY_MYPYC=0 builds it interpreted.
 ARG AHP_GATEWAY_MYPYC=1
 # hadolint ignore=DL3008,SC2086
 RUN if [ "$AHP_GATEWAY_MYPYC" = 1 ]; then \

@@ -1,5 +1,5 @@
-"""The compiled build for the benchmarks: ``python -m bench.compiled`` compiles the policy facts
-with mypyc (``AHP_GATEWAY_MYPYC=1``, setup.py) in a copy of the sources under
+"""The compiled build for the benchmarks: ``python -m bench.compiled`` compiles the policy
+backend's hot path with mypyc (``AHP_GATEWAY_MYPYC=1``, setup.py) in a copy of the sources under
 ``.cache/compiled/<hash of the sources>/`` and prints that directory;
 ``python -m bench.compiled COMMAND...`` runs a command on that build (from that directory, with
 it and the checkout on ``PYTHONPATH``: the gateway from the copy, ``bench`` from the checkout):
@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,8 @@ def fingerprint(repo: Path = REPO) -> str:
 
 
 def build(dest: Path, repo: Path = REPO, timeout: float = 900) -> Path:
-    """Copy the sources to ``dest`` and compile the facts there in place; ``dest`` importable."""
+    """Copy the sources to ``dest`` and compile there, in place, what setup.py compiles; ``dest``
+    is then importable."""
     for name in SOURCES:
         shutil.copy2(repo / name, dest / name)
     shutil.copytree(repo / "gateway", dest / "gateway", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
@@ -48,7 +50,7 @@ def build(dest: Path, repo: Path = REPO, timeout: float = 900) -> Path:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except BaseException:
-        os.killpg(proc.pid, 9)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise
     if proc.returncode != 0:
