@@ -57,7 +57,8 @@ def shared_config(receiver_url: str, upstream_url: str, redis_url: str, **storag
             "maxBytes": 8192,
             "storage": {"type": "redis", "totalBytes": 20000, **storage},
         },
-        state={"redis": {"url": redis_url, "keyPrefix": "test-gw:", "timeoutMs": 200}},
+        # 1 s for a Redis round trip: 40 uploads racing in one loop on a loaded machine took over 200 ms
+        state={"redis": {"url": redis_url, "keyPrefix": "test-gw:", "timeoutMs": 1000}},
         limits={"maxBodyBytes": 1048576, "deadlineMs": 3000},
         frontend={"timeoutMs": 4000},
     )
