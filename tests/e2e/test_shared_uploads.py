@@ -26,7 +26,7 @@ from tests.support.client import metric, wait_for
 from tests.support.config import gateway_config
 from tests.support.events import intercept
 from tests.support.paths import ROOT
-from tests.support.redis_server import RedisServer, free_port, redis_server
+from tests.support.redis_server import RedisServer, free_port, redis_server, tls_files
 from tests.support.tokens import TOKEN_A, TOKEN_B, tokens_file
 from tests.support.uploads import PNG, UPLOAD_TOKEN, image_part, model_request, upload_hook
 
@@ -275,14 +275,7 @@ async def test_a_password_from_a_file_and_a_wrong_one_never_shown(
 async def test_rediss_with_a_private_ca(gateway_factory, stub_factory, receiver_factory, tmp_path, monkeypatch, http):
     """rediss:// with caFile: the gateway trusts exactly that CA (without it, platform trust
     refuses the self-signed server and uploads are 503)."""
-    import trustme
-
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    files = (tmp_path / "redis.crt", tmp_path / "redis.key", tmp_path / "ca.pem")
-    cert.cert_chain_pems[0].write_to_path(str(files[0]))
-    cert.private_key_pem.write_to_path(str(files[1]))
-    ca.cert_pem.write_to_path(str(files[2]))
+    files = tls_files(tmp_path)
     monkeypatch.setenv("A_UPLOAD_TOKEN", UPLOAD_TOKEN)
     tokens_file(tmp_path / "tokens.yaml", (TOKEN_A, "team-a", {}))
     upstream, receiver = await stub_factory(), await receiver_factory()

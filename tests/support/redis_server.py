@@ -113,3 +113,17 @@ def redis_server(
         yield server
     finally:
         server.stop()
+
+
+def tls_files(directory: Path) -> tuple[Path, Path, Path]:
+    """A certificate for 127.0.0.1 from a fresh private CA (trustme), as the (certificate, key,
+    CA) files :class:`RedisServer` takes for ``tls``."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    files = (directory / "redis.crt", directory / "redis.key", directory / "ca.pem")
+    cert.cert_chain_pems[0].write_to_path(str(files[0]))
+    cert.private_key_pem.write_to_path(str(files[1]))
+    ca.cert_pem.write_to_path(str(files[2]))
+    return files

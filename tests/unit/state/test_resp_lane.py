@@ -12,7 +12,7 @@ import pytest
 
 from gateway.ratelimit import GCRA
 from gateway.state.resp import Lane, ReplyError, encode
-from tests.support.redis_server import redis_server
+from tests.support.redis_server import redis_server, tls_files
 
 SECRET = "s3cr3t-lane-password"
 
@@ -56,14 +56,7 @@ async def test_a_wrong_password_is_a_connection_failure_without_the_password(tmp
 async def test_tls_trusts_exactly_the_ca_file(tmp_path: Path) -> None:
     import ssl
 
-    import trustme
-
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    files = (tmp_path / "redis.crt", tmp_path / "redis.key", tmp_path / "ca.pem")
-    cert.cert_chain_pems[0].write_to_path(str(files[0]))
-    cert.private_key_pem.write_to_path(str(files[1]))
-    ca.cert_pem.write_to_path(str(files[2]))
+    files = tls_files(tmp_path)
     with redis_server(tmp_path / "redis", tls=files) as redis:
         lane = Lane(redis.url, None, None, str(files[2]))
         await lane.open()
